@@ -1,0 +1,1 @@
+"""Benchmark harness: replay workloads against a live server or the simulator."""

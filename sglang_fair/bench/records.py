@@ -1,0 +1,33 @@
+"""One record per call sent, the common output of every backend.
+
+Metrics are computed from these records only, so a live run and a simulated
+run are measured the same way. Times are seconds from the start of the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class RequestRecord:
+    rid: str
+    client: str
+    program_id: str
+    call_index: int
+    well_behaved: bool
+    t_sent: float
+    t_first_token: float | None
+    t_done: float | None
+    prompt_tokens: int
+    cached_tokens: int | None  # None when the backend does not report it
+    output_tokens: int
+    worker: int | None = None  # data-parallel rank, when known
+    error: str | None = None  # None on success; every failure is recorded, never dropped
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict:
+        return asdict(self)

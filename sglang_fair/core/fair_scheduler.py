@@ -1,0 +1,141 @@
+"""FairScheduler: the one object a backend drives.
+
+It owns the live request table, per-client activity, the service ledger, the
+cost function and the policy, and turns engine events into charges:
+
+* ``enqueue`` (new request) / ``requeue`` (retracted or preempted back)
+* ``order`` + ``walk`` + ``admit`` (one admission pass)
+* ``produced`` (cumulative output count: charges only the new tokens)
+* ``finish`` (finished or aborted, from any state)
+* ``collect_idle`` (drop clients idle longer than the timeout)
+
+Charging rules: the admission cost is charged once per request, at its first
+admission, after the engine's cache match (``cached_len``); every output
+token is charged exactly once, whatever path produced it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+
+from sglang_fair.core.costs import CostFunction, make_cost
+from sglang_fair.core.ledger import ServiceLedger
+from sglang_fair.core.options import FairOptions
+from sglang_fair.core.policies import Policy, make_policy
+from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
+
+
+class FairScheduler:
+    def __init__(self, options: FairOptions, clock: Callable[[], float] = time.monotonic) -> None:
+        self.options = options
+        self.clock = clock
+        self.activity: dict[str, ClientActivity] = {}
+        self.policy: Policy = make_policy(options, self.activity)
+        self.cost: CostFunction = make_cost(
+            options.cost or self.policy.default_cost, options.input_weight, options.output_weight
+        )
+        self.ledger = ServiceLedger()
+        self.requests: dict[str, TrackedRequest] = {}
+        self._seq = itertools.count()
+
+    # -- queue membership -------------------------------------------------
+    def enqueue(self, rid: str, client: str, input_len: int, payload: object = None) -> TrackedRequest:
+        """Register a new request in the waiting queue."""
+        if rid in self.requests:
+            raise ValueError(f"request id {rid!r} is already tracked")
+        now = self.clock()
+        req = TrackedRequest(rid, client, int(input_len), next(self._seq), now, payload=payload)
+        self.requests[rid] = req
+        self._enter_queue(req, now)
+        return req
+
+    def requeue(self, req: TrackedRequest) -> None:
+        """A running request went back to the queue (retraction, preemption)."""
+        if req.state is not RequestState.RUNNING:
+            return
+        self.activity[req.client].running -= 1
+        self._enter_queue(req, self.clock())
+
+    def _enter_queue(self, req: TrackedRequest, now: float) -> None:
+        act = self.activity.get(req.client)
+        if act is None:
+            act = self.activity[req.client] = ClientActivity()
+        first = act.queued == 0
+        # Notify before counting, so the policy sees the queue as it was.
+        self.policy.on_enqueue(req.client, first)
+        act.queued += 1
+        act.last_active = now
+        req.state = RequestState.QUEUED
+
+    def _leave_queue(self, req: TrackedRequest) -> None:
+        act = self.activity[req.client]
+        act.queued -= 1
+        if act.queued == 0:
+            self.policy.on_queue_left(req.client)
+
+    # -- admission ------------------------------------------------------------
+    def order(self, queue: list[TrackedRequest]) -> list[TrackedRequest]:
+        return self.policy.order(queue)
+
+    def walk(self, ordered: list[TrackedRequest]) -> Iterator[TrackedRequest]:
+        return self.policy.walk(ordered)
+
+    def admit(self, req: TrackedRequest, cached_len: int) -> float:
+        """``req`` joined the running batch with ``cached_len`` prefix tokens cached.
+
+        Returns the service charged (0 on re-admission after a retraction).
+        """
+        if req.state is not RequestState.QUEUED:
+            raise ValueError(f"request {req.rid!r} is {req.state.value}, not queued")
+        self._leave_queue(req)
+        act = self.activity[req.client]
+        act.running += 1
+        act.last_active = self.clock()
+        req.state = RequestState.RUNNING
+        req.cached_len = cached_len
+        if req.extend_charged:
+            return 0.0
+        req.extend_charged = True
+        cost = self.cost.admission(req.input_len, cached_len)
+        self.ledger.record_admission(req.client, req.input_len, cached_len, cost)
+        self.policy.charge(req.client, cost / self.options.weight_of(req.client))
+        return cost
+
+    # -- progress -------------------------------------------------------------
+    def produced(self, req: TrackedRequest, total_output: int) -> float:
+        """The request has now generated ``total_output`` tokens in all."""
+        new = total_output - req.output_charged
+        if new <= 0 or req.state is RequestState.DONE:
+            return 0.0
+        cost = self.cost.output(new, req.input_len + req.output_charged)
+        req.output_charged = total_output
+        self.ledger.record_output(req.client, new, cost)
+        self.policy.charge(req.client, cost / self.options.weight_of(req.client))
+        self.activity[req.client].last_active = self.clock()
+        return cost
+
+    def finish(self, req: TrackedRequest) -> None:
+        """Finished or aborted; no further charge. Idempotent."""
+        if req.state is RequestState.DONE:
+            return
+        if req.state is RequestState.QUEUED:
+            self._leave_queue(req)
+        else:
+            self.activity[req.client].running -= 1
+            self.ledger.record_finish(req.client)
+        req.state = RequestState.DONE
+        self.activity[req.client].last_active = self.clock()
+        self.requests.pop(req.rid, None)
+
+    # -- bounded memory -------------------------------------------------------
+    def collect_idle(self) -> list[str]:
+        """Forget clients with nothing queued or running for ``idle_timeout_s``."""
+        horizon = self.clock() - self.options.idle_timeout_s
+        gone = [c for c, a in self.activity.items() if a.idle and a.last_active < horizon]
+        for client in gone:
+            del self.activity[client]
+            self.policy.forget(client)
+            self.ledger.forget(client)
+        return gone

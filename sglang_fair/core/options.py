@@ -1,0 +1,98 @@
+"""Validated configuration shared by every backend (SGLang binding, simulator).
+
+Bad values are refused here, with the option's user-facing name in the message,
+so that a server never starts with a meaningless setting.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from sglang_fair.core.clients import normalize_client_id
+
+
+class OptionError(ValueError):
+    """A fairness option has a value that cannot be used."""
+
+
+# Defaults: w_in/w_e = 1 and w_out/w_q = 2 as in both papers.
+DEFAULT_QUANTUM = 2048.0
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+
+
+@dataclass
+class FairOptions:
+    """Everything a fair policy needs; ``validate()`` is called on construction.
+
+    ``cost`` None means the policy's own default (prefix-aware for dlpm, linear
+    for the others).
+    """
+
+    policy: str = "dlpm"
+    quantum: float = DEFAULT_QUANTUM  # Q^u of DLPM, in service units
+    input_weight: float = 1.0  # w_in (VTC) / w_e (DLPM)
+    output_weight: float = 2.0  # w_out (VTC) / w_q (DLPM)
+    cost: str | None = None
+    client_weights: dict[str, float] = field(default_factory=dict)
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        from sglang_fair.core.costs import COSTS
+        from sglang_fair.core.policies import POLICIES
+
+        if self.policy not in POLICIES:
+            raise OptionError(
+                f"--fair-policy/--policy: unknown policy {self.policy!r}; "
+                f"choose one of {', '.join(sorted(POLICIES))}"
+            )
+        _positive("--fair-quantum", self.quantum)
+        _non_negative("--fair-input-weight", self.input_weight)
+        _non_negative("--fair-output-weight", self.output_weight)
+        if self.input_weight == 0 and self.output_weight == 0:
+            raise OptionError("--fair-input-weight and --fair-output-weight cannot both be 0")
+        if self.cost is not None and self.cost not in COSTS:
+            raise OptionError(
+                f"--fair-cost: unknown cost function {self.cost!r}; choose one of {', '.join(COSTS)}"
+            )
+        _positive("--fair-idle-timeout", self.idle_timeout_s)
+        clean: dict[str, float] = {}
+        for raw, weight in self.client_weights.items():
+            _positive(f"--fair-client-weights ({raw})", weight)
+            clean[normalize_client_id(raw)] = float(weight)
+        self.client_weights = clean
+
+    def weight_of(self, client: str) -> float:
+        return self.client_weights.get(client, 1.0)
+
+
+def parse_client_weights(text: str | None) -> dict[str, float]:
+    """Parse ``"alice=2,bob=0.5"`` into a dict, naming the bad entry on error."""
+    weights: dict[str, float] = {}
+    if not text:
+        return weights
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise OptionError(f"--fair-client-weights: expected CLIENT=WEIGHT, got {item!r}")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise OptionError(f"--fair-client-weights: weight of {name.strip()!r} is not a number: {value!r}") from None
+    return weights
+
+
+def _positive(option: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or math.isnan(value) or value <= 0 or math.isinf(value):
+        raise OptionError(f"{option} must be a positive finite number, got {value!r}")
+
+
+def _non_negative(option: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or math.isnan(value) or value < 0 or math.isinf(value):
+        raise OptionError(f"{option} must be a non-negative finite number, got {value!r}")

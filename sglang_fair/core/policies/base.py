@@ -1,0 +1,68 @@
+"""The interface every scheduling policy implements, whatever the backend.
+
+A backend (SGLang's scheduler, the simulator) drives a policy through
+``FairScheduler``: it asks for an ``order`` of the waiting queue, then walks
+the candidates the policy yields from ``walk`` and admits each one that fits,
+stopping when its batch is full. Policies see token counts and client ids
+only; charges arrive through ``charge`` already divided by the client weight.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import Iterator, Mapping
+from typing import ClassVar
+
+from sglang_fair.core.options import FairOptions
+from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
+
+
+class Policy(ABC):
+    name: ClassVar[str]
+    # True when ``order`` uses ``cached_len``, i.e. the engine must match
+    # prefixes before ordering (LPM-like policies).
+    cache_aware: ClassVar[bool] = False
+    default_cost: ClassVar[str] = "linear"
+
+    def __init__(self, options: FairOptions, activity: Mapping[str, ClientActivity]) -> None:
+        self.options = options
+        # Live per-client queued/running counts, owned by FairScheduler.
+        self.activity = activity
+
+    def order(self, queue: list[TrackedRequest]) -> list[TrackedRequest]:
+        """The queue in the order candidates should be considered (FCFS here)."""
+        return sorted(queue, key=_arrival)
+
+    def walk(self, ordered: list[TrackedRequest]) -> Iterator[TrackedRequest]:
+        """Yield admission candidates; the caller admits (or not) before resuming.
+
+        The caller stops iterating when its batch is full. A yielded request
+        still QUEUED on resumption was not admitted for an engine reason.
+        """
+        for req in ordered:
+            if req.state is RequestState.QUEUED:
+                yield req
+
+    def on_enqueue(self, client: str, first_in_queue: bool) -> None:
+        """A request of ``client`` entered the waiting queue."""
+
+    def on_queue_left(self, client: str) -> None:
+        """The last queued request of ``client`` left the waiting queue."""
+
+    def charge(self, client: str, amount: float) -> None:
+        """``client`` received ``amount`` of (weight-normalized) service."""
+
+    def counter(self, client: str) -> float | None:
+        """The policy's per-client state for metrics (VTC counter, DLPM deficit)."""
+        return None
+
+    def forget(self, client: str) -> None:
+        """Drop all state of an idle client."""
+
+
+def _arrival(req: TrackedRequest) -> int:
+    return req.seq
+
+
+def longest_prefix_first(req: TrackedRequest) -> tuple[int, int]:
+    return (-req.cached_len, req.seq)

@@ -1,0 +1,45 @@
+"""The scheduler's view of one request, and per-client queue/run counts."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class RequestState(enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+@dataclass(slots=True, eq=False)
+class TrackedRequest:
+    """What policies see of a request; backends keep one per live request.
+
+    ``cached_len`` is the prefix the engine found in its cache at the last
+    match; LPM orders by it. ``extend_charged`` and ``output_charged`` make
+    charging idempotent: a retracted request re-admitted later, or an engine
+    that reports cumulative output counts, is never charged twice.
+    """
+
+    rid: str
+    client: str
+    input_len: int
+    seq: int  # arrival order, the FCFS key
+    arrival: float
+    cached_len: int = 0
+    state: RequestState = RequestState.QUEUED
+    extend_charged: bool = False
+    output_charged: int = 0
+    payload: object = None  # backend's own request object, if it wants one
+
+
+@dataclass(slots=True)
+class ClientActivity:
+    queued: int = 0
+    running: int = 0
+    last_active: float = 0.0
+
+    @property
+    def idle(self) -> bool:
+        return self.queued == 0 and self.running == 0

@@ -1,0 +1,1 @@
+"""Data-parallel routing: engine-agnostic routers (D2LPM and baselines)."""
