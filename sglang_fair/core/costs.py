@@ -4,6 +4,7 @@
   the same as computed ones.
 * DLPM (DLPM paper §3): ``w_e * extend + w_q * output`` where extend excludes
   the prefix already in the cache, so a prefix is paid for once, when computed.
+* Justitia (§IV-A): KV token-time, ``p*d + d*(d+1)/2``.
 
 Output is charged token by token as it is produced; ``context_len`` (tokens in
 the KV cache before the new ones) lets token-time costs price a token by the
@@ -76,10 +77,52 @@ class LinearCost(CostFunction):
         return self.w_output
 
 
+@dataclass(frozen=True)
+class KVTokenTimeCost(CostFunction):
+    """KV token-time (Justitia §IV-A): the KV slots a request holds, summed over its steps.
+
+    The i-th output token is generated while ``p + i`` tokens sit in the KV
+    cache, so a request with ``p`` prompt and ``d`` output tokens costs
+    ``sum(p + i for i in 1..d) = p*d + d*(d+1)/2`` (the paper writes the
+    continuous form ``p*d + d**2/2``). Admission costs nothing: prompt tokens
+    are paid for by the steps that keep them resident. Cached prefix tokens
+    are resident too, so they are charged like computed ones. The token
+    weights of the linear costs do not apply.
+    """
+
+    # Context length used for the per-token price bound (``max_output_weight``).
+    max_context: int = 32768
+
+    def __post_init__(self) -> None:
+        if self.max_context <= 0:
+            raise ValueError(f"max_context must be > 0, got {self.max_context}")
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return "kv-token-time"
+
+    def admission(self, input_tokens: int, cached_tokens: int) -> float:
+        return 0.0
+
+    def output(self, new_tokens: int, context_len: int) -> float:
+        # Tokens context_len+1 .. context_len+new_tokens, one step each.
+        n = max(0, new_tokens)
+        return float(n * context_len + n * (n + 1) // 2)
+
+    @property
+    def max_input_weight(self) -> float:
+        return 0.0
+
+    @property
+    def max_output_weight(self) -> float:
+        return float(self.max_context)
+
+
 # name -> factory(w_input, w_output); other modules add their cost functions here.
 COSTS: dict[str, Callable[[float, float], CostFunction]] = {
     "linear": lambda w_in, w_out: LinearCost(w_in, w_out, prefix_aware=False),
     "prefix-aware": lambda w_in, w_out: LinearCost(w_in, w_out, prefix_aware=True),
+    "kv-token-time": lambda w_in, w_out: KVTokenTimeCost(),
 }
 
 

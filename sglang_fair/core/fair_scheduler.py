@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
+from sglang_fair.core.apps import normalize_app_id
 from sglang_fair.core.costs import CostFunction, make_cost
 from sglang_fair.core.ledger import ServiceLedger
 from sglang_fair.core.options import FairOptions
-from sglang_fair.core.policies import Policy, make_policy
+from sglang_fair.core.policies import Policy, ThrottleDecision, make_policy
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
 
 
@@ -32,7 +33,7 @@ class FairScheduler:
         self.options = options
         self.clock = clock
         self.activity: dict[str, ClientActivity] = {}
-        self.policy: Policy = make_policy(options, self.activity)
+        self.policy: Policy = make_policy(options, self.activity, clock)
         self.cost: CostFunction = make_cost(
             options.cost or self.policy.default_cost, options.input_weight, options.output_weight
         )
@@ -41,12 +42,49 @@ class FairScheduler:
         self._seq = itertools.count()
 
     # -- queue membership -------------------------------------------------
-    def enqueue(self, rid: str, client: str, input_len: int, payload: object = None) -> TrackedRequest:
-        """Register a new request in the waiting queue."""
+    def check_arrival(
+        self, client: str, kv_usage: float, app: str | None = None, interaction: str | None = None
+    ) -> ThrottleDecision | None:
+        """Call once per arriving request, before ``enqueue``: a decision means
+        refuse it (HTTP 429, Retry-After) and do not enqueue it.
+
+        ``kv_usage``: fraction (0..1) of the KV cache in use right now.
+        """
+        if not 0.0 <= kv_usage <= 1.0:
+            raise ValueError(f"kv_usage must be a fraction in [0, 1], got {kv_usage!r}")
+        return self.policy.should_throttle(client, normalize_app_id(app), normalize_app_id(interaction), kv_usage)
+
+    def enqueue(
+        self,
+        rid: str,
+        client: str,
+        input_len: int,
+        payload: object = None,
+        *,
+        app: str | None = None,
+        interaction: str | None = None,
+        stage: int | None = None,
+        system_len: int = 0,
+        prompt: Sequence[int] | str | None = None,
+    ) -> TrackedRequest:
+        """Register a new request in the waiting queue.
+
+        The keyword fields are the optional application identity (see
+        ``TrackedRequest``); policies that do not use them ignore them.
+        """
         if rid in self.requests:
             raise ValueError(f"request id {rid!r} is already tracked")
+        if stage is not None and (not isinstance(stage, int) or stage < 0):
+            raise ValueError(f"interaction stage must be an integer >= 0, got {stage!r}")
+        if not isinstance(system_len, int) or not 0 <= system_len <= int(input_len):
+            raise ValueError(f"system_len must be an integer in [0, input_len={input_len}], got {system_len!r}")
         now = self.clock()
-        req = TrackedRequest(rid, client, int(input_len), next(self._seq), now, payload=payload)
+        req = TrackedRequest(
+            rid, client, int(input_len), next(self._seq), now, payload=payload,
+            app=normalize_app_id(app), interaction=normalize_app_id(interaction),
+            stage=stage, system_len=system_len, prompt=prompt,
+        )
+        self.policy.on_request(req)
         self.requests[rid] = req
         self._enter_queue(req, now)
         return req
@@ -100,7 +138,7 @@ class FairScheduler:
         req.extend_charged = True
         cost = self.cost.admission(req.input_len, cached_len)
         self.ledger.record_admission(req.client, req.input_len, cached_len, cost)
-        self.policy.charge(req.client, cost / self.options.weight_of(req.client))
+        self.policy.charge_request(req, cost / self.options.weight_of(req.client), req.input_len, 0)
         return cost
 
     # -- progress -------------------------------------------------------------
@@ -112,7 +150,7 @@ class FairScheduler:
         cost = self.cost.output(new, req.input_len + req.output_charged)
         req.output_charged = total_output
         self.ledger.record_output(req.client, new, cost)
-        self.policy.charge(req.client, cost / self.options.weight_of(req.client))
+        self.policy.charge_request(req, cost / self.options.weight_of(req.client), 0, new)
         self.activity[req.client].last_active = self.clock()
         return cost
 
@@ -120,6 +158,7 @@ class FairScheduler:
         """Finished or aborted; no further charge. Idempotent."""
         if req.state is RequestState.DONE:
             return
+        self.policy.on_finish(req)
         if req.state is RequestState.QUEUED:
             self._leave_queue(req)
         else:

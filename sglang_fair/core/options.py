@@ -36,6 +36,9 @@ class FairOptions:
     cost: str | None = None
     client_weights: dict[str, float] = field(default_factory=dict)
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    # Policy-specific settings (fairserve, justitia): a YAML file path or the
+    # parsed mapping; each policy reads its own section and validates it.
+    policy_config: str | dict | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -59,6 +62,10 @@ class FairOptions:
                 f"--fair-cost: unknown cost function {self.cost!r}; choose one of {', '.join(COSTS)}"
             )
         _positive("--fair-idle-timeout", self.idle_timeout_s)
+        if self.policy_config is not None and not isinstance(self.policy_config, (str, dict)):
+            raise OptionError(
+                f"--fair-policy-config must be a YAML file path or a mapping, got {type(self.policy_config).__name__}"
+            )
         clean: dict[str, float] = {}
         for raw, weight in self.client_weights.items():
             _positive(f"--fair-client-weights ({raw})", weight)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -32,6 +33,16 @@ class TrackedRequest:
     extend_charged: bool = False
     output_charged: int = 0
     payload: object = None  # backend's own request object, if it wants one
+    # Application identity (FairServe, Justitia), all optional: ``app`` is the
+    # application type, ``interaction`` one run of it (a multi-call graph,
+    # unique per client), ``stage`` the call's index in that run (0 = first),
+    # ``system_len`` the system-prompt tokens at the start of the prompt,
+    # ``prompt`` the prompt token ids (for demand prediction).
+    app: str | None = None
+    interaction: str | None = None
+    stage: int | None = None
+    system_len: int = 0
+    prompt: Sequence[int] | str | None = None
 
 
 @dataclass(slots=True)

@@ -1,1 +1,58 @@
-"""Data-parallel routing: engine-agnostic routers (D2LPM and baselines)."""
+"""Data-parallel routing: engine-agnostic routers (D2LPM and baselines).
+
+``make_router(name, num_workers, **options)`` is the one way backends build a
+router; ``ROUTERS`` maps each name to its class.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from sglang_fair.router.base import NoLiveWorkerError, Router
+from sglang_fair.router.cache_aware import CacheAwareRouter
+from sglang_fair.router.d2lpm import D2LPMRouter
+from sglang_fair.router.preble import PrebleRouter
+from sglang_fair.router.round_robin import PerClientRoundRobinRouter, RoundRobinRouter
+from sglang_fair.router.shortest_queue import ShortestQueueRouter
+
+ROUTERS: dict[str, type[Router]] = {
+    cls.name: cls
+    for cls in (
+        RoundRobinRouter,
+        PerClientRoundRobinRouter,
+        ShortestQueueRouter,
+        PrebleRouter,
+        CacheAwareRouter,
+        D2LPMRouter,
+    )
+}
+
+
+def make_router(name: str, num_workers: int, **options: object) -> Router:
+    """Build the router registered as ``name``; unknown names and options are errors."""
+    try:
+        cls = ROUTERS[name]
+    except KeyError:
+        raise ValueError(f"unknown router {name!r}; choose one of {', '.join(sorted(ROUTERS))}") from None
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "num_workers"}
+    unknown = set(options) - accepted
+    if unknown:
+        raise ValueError(
+            f"router {name!r} does not take option(s) {', '.join(sorted(unknown))}; "
+            f"it takes {', '.join(sorted(accepted)) or 'none'}"
+        )
+    return cls(num_workers, **options)
+
+
+__all__ = [
+    "ROUTERS",
+    "CacheAwareRouter",
+    "D2LPMRouter",
+    "NoLiveWorkerError",
+    "PerClientRoundRobinRouter",
+    "PrebleRouter",
+    "RoundRobinRouter",
+    "Router",
+    "ShortestQueueRouter",
+    "make_router",
+]

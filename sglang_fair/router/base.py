@@ -5,31 +5,63 @@ request, in arrival order, and feeds back what the workers report
 asynchronously: completions and cache evictions. A router never blocks and
 never raises on stale or unknown feedback (a worker may report a request the
 router no longer knows, after a restart).
+
+The base class keeps the bookkeeping every router shares: which requests are
+in flight on which worker (so ``on_finish`` can decrement the right queue even
+if the backend reports a different worker) and which workers are alive.
 """
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+class NoLiveWorkerError(RuntimeError):
+    """Every worker is down: the request cannot be routed."""
+
+
+@dataclass
+class Dispatch:
+    """A request routed and not yet finished."""
+
+    client: str
+    worker: int
+    input_len: int
 
 
 class Router(ABC):
     name: str
 
     def __init__(self, num_workers: int) -> None:
-        if num_workers < 1:
-            raise ValueError(f"a router needs at least one worker, got {num_workers}")
+        if not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"a router needs at least one worker, got {num_workers!r}")
         self.num_workers = num_workers
         # Requests dispatched and not yet finished, per worker (s_w in Algorithm 2).
         self.queue_sizes = [0] * num_workers
         self.alive = [True] * num_workers
+        self.inflight: dict[str, Dispatch] = {}
 
     @abstractmethod
     def route(self, rid: str, client: str, tokens: Sequence[int], max_new_tokens: int) -> int:
         """Choose the worker for a new request and record the dispatch."""
 
     def on_finish(self, rid: str, worker: int, output_tokens: int) -> None:
-        """A request finished (or was aborted) on ``worker``."""
+        """A request finished (or was aborted) on ``worker``.
+
+        Unknown rids (finished twice, or dispatched by a previous router) are
+        ignored with a debug log: feedback is advisory, never fatal.
+        """
+        dispatch = self.inflight.pop(rid, None)
+        if dispatch is None:
+            logger.debug("router %s: completion of unknown request %r ignored", self.name, rid)
+            return
+        self.queue_sizes[dispatch.worker] -= 1
+        self._finished(rid, dispatch, max(0, int(output_tokens)))
 
     def on_cached(self, worker: int, tokens: Sequence[int]) -> None:
         """``worker`` now caches the prefix ``tokens`` (from KV events)."""
@@ -37,6 +69,47 @@ class Router(ABC):
     def on_evicted(self, worker: int, tokens: Sequence[int]) -> None:
         """``worker`` evicted the prefix ``tokens`` from its cache."""
 
-    def on_worker_down(self, worker: int) -> None:
-        """Stop routing to ``worker`` and drop what is known of its cache."""
+    def on_cache_cleared(self, worker: int) -> None:
+        """Nothing is known any more of ``worker``'s cache (flushed, or feedback lost)."""
+
+    def on_worker_down(self, worker: int) -> list[str]:
+        """Stop routing to ``worker`` and drop what is known of its cache.
+
+        Returns the rids that were in flight on it; the backend decides whether
+        to re-dispatch or fail them (each rid is forgotten here, so a late
+        completion from the dead worker is ignored, never counted twice).
+        """
+        self._check_worker(worker)
         self.alive[worker] = False
+        lost = [rid for rid, d in self.inflight.items() if d.worker == worker]
+        for rid in lost:
+            del self.inflight[rid]
+        self.queue_sizes[worker] = 0
+        return lost
+
+    # ---- helpers for subclasses -------------------------------------------------
+
+    def live_workers(self) -> list[int]:
+        live = [w for w in range(self.num_workers) if self.alive[w]]
+        if not live:
+            raise NoLiveWorkerError(f"router {self.name}: all {self.num_workers} workers are down")
+        return live
+
+    def least_loaded(self, workers: Sequence[int]) -> int:
+        """The worker with the fewest in-flight requests; ties go to the lowest index."""
+        sizes = self.queue_sizes
+        return min(workers, key=lambda w: sizes[w])
+
+    def _record(self, rid: str, client: str, worker: int, input_len: int) -> int:
+        if rid in self.inflight:
+            raise ValueError(f"router {self.name}: request id {rid!r} is already in flight")
+        self.inflight[rid] = Dispatch(client, worker, input_len)
+        self.queue_sizes[worker] += 1
+        return worker
+
+    def _finished(self, rid: str, dispatch: Dispatch, output_tokens: int) -> None:
+        """Hook for routers that charge completions (called once per known rid)."""
+
+    def _check_worker(self, worker: int) -> None:
+        if not 0 <= worker < self.num_workers:
+            raise ValueError(f"router {self.name}: worker {worker} out of range 0..{self.num_workers - 1}")

@@ -9,12 +9,23 @@ only; charges arrive through ``charge`` already divided by the client weight.
 
 from __future__ import annotations
 
+import time
 from abc import ABC
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import ClassVar
 
 from sglang_fair.core.options import FairOptions
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
+
+
+@dataclass(frozen=True)
+class ThrottleDecision:
+    """Refuse an arriving request: the backend answers HTTP 429 with Retry-After."""
+
+    reason: str  # e.g. "user-limit", "app-limit"
+    retry_after_s: float  # seconds until the request would be under the limit
+    message: str  # human-readable, names the limit that was hit
 
 
 class Policy(ABC):
@@ -24,10 +35,16 @@ class Policy(ABC):
     cache_aware: ClassVar[bool] = False
     default_cost: ClassVar[str] = "linear"
 
-    def __init__(self, options: FairOptions, activity: Mapping[str, ClientActivity]) -> None:
+    def __init__(
+        self,
+        options: FairOptions,
+        activity: Mapping[str, ClientActivity],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.options = options
         # Live per-client queued/running counts, owned by FairScheduler.
         self.activity = activity
+        self.clock = clock
 
     def order(self, queue: list[TrackedRequest]) -> list[TrackedRequest]:
         """The queue in the order candidates should be considered (FCFS here)."""
@@ -51,6 +68,29 @@ class Policy(ABC):
 
     def charge(self, client: str, amount: float) -> None:
         """``client`` received ``amount`` of (weight-normalized) service."""
+
+    def charge_request(self, req: TrackedRequest, amount: float, input_tokens: int, output_tokens: int) -> None:
+        """``req`` received ``amount`` of service for ``input_tokens`` admitted
+        (its whole prompt, once) or ``output_tokens`` generated. Policies that
+        price service per request (FairServe) override this; the rest see
+        ``charge``."""
+        self.charge(req.client, amount)
+
+    def on_request(self, req: TrackedRequest) -> None:
+        """A new request arrived (not a requeue); called before it is queued."""
+
+    def on_finish(self, req: TrackedRequest) -> None:
+        """``req`` finished or was aborted (called once, before it is dropped)."""
+
+    def should_throttle(
+        self, client: str, app: str | None, interaction: str | None, kv_usage: float
+    ) -> ThrottleDecision | None:
+        """Called once per arriving request, before ``enqueue``.
+
+        ``kv_usage`` is the fraction (0..1) of the KV cache in use. A decision
+        means: do not enqueue, answer 429 + Retry-After. Default: never.
+        """
+        return None
 
     def counter(self, client: str) -> float | None:
         """The policy's per-client state for metrics (VTC counter, DLPM deficit)."""

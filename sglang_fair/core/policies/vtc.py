@@ -24,20 +24,22 @@ class VTCPolicy(Policy):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.counters: dict[str, float] = {}
-        # Counter of the last client whose queue emptied (Algorithm 2, line 9);
-        # kept as a value so that forgetting that client does not lose it.
+        # The last client whose queue emptied (Algorithm 2, line 9). Its counter
+        # is read when needed (it keeps growing while its requests decode); the
+        # value is kept if that client is forgotten.
+        self._last_left: str | None = None
         self._last_left_counter = 0.0
 
     def on_enqueue(self, client: str, first_in_queue: bool) -> None:
         own = self.counters.get(client, 0.0)
         if first_in_queue:
             queued = [self.counters.get(c, 0.0) for c, a in self.activity.items() if a.queued > 0 and c != client]
-            floor = min(queued) if queued else self._last_left_counter
+            floor = min(queued) if queued else self.counters.get(self._last_left, self._last_left_counter)
             own = max(own, floor)
         self.counters[client] = own
 
     def on_queue_left(self, client: str) -> None:
-        self._last_left_counter = self.counters.get(client, 0.0)
+        self._last_left = client
 
     def charge(self, client: str, amount: float) -> None:
         self.counters[client] = self.counters.get(client, 0.0) + amount
@@ -46,7 +48,10 @@ class VTCPolicy(Policy):
         return self.counters.get(client)
 
     def forget(self, client: str) -> None:
-        self.counters.pop(client, None)
+        value = self.counters.pop(client, None)
+        if client == self._last_left and value is not None:
+            self._last_left_counter = value
+            self._last_left = None
 
     def walk(self, ordered: list[TrackedRequest]) -> Iterator[TrackedRequest]:
         per_client: dict[str, deque[TrackedRequest]] = {}

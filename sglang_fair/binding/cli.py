@@ -1,0 +1,82 @@
+"""Command-line surface: the fairness options on SGLang's own argument parser.
+
+Hooks (both via ``plugin.register``):
+* ``extend_cli`` runs AFTER ``sglang.srt.server_args.ServerArgs.add_cli_args``:
+  adds our policies to ``--schedule-policy``'s choices and the ``--fair-*``
+  options, so stock ``python -m sglang.launch_server`` accepts them.
+* ``capture_options`` runs AFTER ``ServerArgs.from_cli_args``: validates the
+  ``--fair-*`` values (refusing bad ones with a message naming the option)
+  and exports them to the processes SGLang spawns (see ``config``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sglang_fair.binding import config
+from sglang_fair.core.options import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_QUANTUM, FairOptions, OptionError, parse_client_weights
+from sglang_fair.core.policies import POLICIES, make_policy
+
+# Stock SGLang policies that we also implement; they keep SGLang's behaviour.
+STOCK_POLICIES = ("fcfs", "lpm")
+
+
+def fair_policy_names() -> list[str]:
+    """Policies this package adds to SGLang's ``--schedule-policy``."""
+    return [name for name in POLICIES if name not in STOCK_POLICIES]
+
+
+def add_fair_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("sglang-fair", "Fair scheduling (DLPM, VTC, ...), from the sglang-fair plugin")
+    group.add_argument("--fair-quantum", type=float, default=DEFAULT_QUANTUM,
+                       help="DLPM quantum Q^u: service refilled to each client per round (default %(default)s).")
+    group.add_argument("--fair-input-weight", type=float, default=1.0,
+                       help="Price of one input token: w_in (VTC) / w_e of an extend token (DLPM). Default 1.")
+    group.add_argument("--fair-output-weight", type=float, default=2.0,
+                       help="Price of one output token: w_out (VTC) / w_q (DLPM). Default 2.")
+    group.add_argument("--fair-cost", type=str, default=None,
+                       help="Cost function (linear, prefix-aware, ...); default: the policy's own.")
+    group.add_argument("--fair-client-weights", type=str, default=None,
+                       help="Per-client share multipliers, e.g. 'alice=2,bob=0.5' (default 1).")
+    group.add_argument("--fair-idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S,
+                       help="Seconds after which an idle client's state is dropped (default %(default)s).")
+    group.add_argument("--fair-policy-config", type=str, default=None,
+                       help="YAML file with FairServe / Justitia settings (see docs/fairserve_justitia.md).")
+
+
+def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
+    """AFTER ``ServerArgs.add_cli_args(parser)``."""
+    for action in parser._actions:
+        if "--schedule-policy" in action.option_strings and action.choices is not None:
+            action.choices = list(action.choices) + [p for p in fair_policy_names() if p not in action.choices]
+    if not any("--fair-quantum" in a.option_strings for a in parser._actions):
+        add_fair_arguments(parser)
+    return result
+
+
+def options_from_namespace(args: argparse.Namespace, policy: str) -> FairOptions:
+    return FairOptions(
+        policy=policy,
+        quantum=args.fair_quantum,
+        input_weight=args.fair_input_weight,
+        output_weight=args.fair_output_weight,
+        cost=args.fair_cost,
+        client_weights=parse_client_weights(args.fair_client_weights),
+        idle_timeout_s=args.fair_idle_timeout,
+        policy_config=args.fair_policy_config,
+    )
+
+
+def capture_options(server_args, cls, args: argparse.Namespace, *rest, **kwargs):
+    """AFTER ``ServerArgs.from_cli_args(args)``: validate and export."""
+    if not hasattr(args, "fair_quantum"):
+        return server_args
+    policy = server_args.schedule_policy if server_args.schedule_policy in POLICIES else "fcfs"
+    try:
+        options = options_from_namespace(args, policy)
+        make_policy(options, {})  # policy-specific settings (--fair-policy-config) fail here, not in a worker
+    except OptionError as exc:
+        sys.exit(f"sglang-fair: error: {exc}")
+    config.export(options)
+    return server_args

@@ -1,0 +1,111 @@
+"""Client identity at the HTTP edge: which client a request is charged to.
+
+SGLang carries ``routing_key`` from the HTTP request to the scheduler's
+``Req`` untouched (it does not alter radix keys), so we put the client id
+there:
+
+* native ``/generate``: header ``X-Client-Id``, else the body's ``routing_key``;
+* OpenAI-compatible endpoints: the request's ``user`` field, else header
+  ``X-Client-Id``, else SGLang's own ``x-smg-routing-key`` header;
+* none of these: client ``default``. The scheduler normalizes ids
+  (``sglang_fair.core.clients``).
+
+Application identity for FairServe and Justitia rides along in the same
+``routing_key`` (SGLang has no other per-request field that reaches the
+scheduler untouched): headers ``X-App-Id``, ``X-Interaction-Id``,
+``X-Interaction-Stage`` (integer >= 0) and ``X-System-Tokens`` (integer >= 0)
+are appended as ``client;app=...;ia=...;st=...;sys=...``. Without them the
+key is the bare client id. A malformed stage or system-token count is refused
+with HTTP 400 naming the header.
+
+Hooks:
+* ``client_from_generate_headers`` BEFORE
+  ``sglang.srt.entrypoints.http_server.serve_generate_request``;
+* ``remember_openai_user`` BEFORE
+  ``sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request``;
+* ``openai_client_key`` AROUND ``OpenAIServingBase.extract_routing_key``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CLIENT_HEADER = "x-client-id"
+# header -> field of the encoded key; values are kept raw here and bounded by
+# the scheduler (core.clients / core.apps normalization).
+APP_HEADERS = {"x-app-id": "app", "x-interaction-id": "ia", "x-interaction-stage": "st", "x-system-tokens": "sys"}
+_INTEGER_FIELDS = {"st": "X-Interaction-Stage", "sys": "X-System-Tokens"}
+
+
+@dataclass(frozen=True)
+class RequestIdentity:
+    client: str | None
+    app: str | None = None
+    interaction: str | None = None
+    stage: int | None = None
+    system_tokens: int = 0
+
+
+def encode_identity(client: str | None, headers) -> str | None:
+    """The routing key carrying ``client`` and the application headers, if any."""
+    parts = []
+    for header, key in APP_HEADERS.items():
+        value = headers.get(header) if headers is not None else None
+        if value is None or not value.strip():
+            continue
+        value = value.strip()
+        if key in _INTEGER_FIELDS and not (value.isdigit() and len(value) <= 9):
+            _bad_request(f"{_INTEGER_FIELDS[key]} must be an integer >= 0, got {value!r}")
+        if ";" in value:
+            _bad_request(f"header {header} must not contain ';'")
+        parts.append(f"{key}={value}")
+    if not parts:
+        return client
+    return ";".join([client or "", *parts])
+
+
+def decode_identity(routing_key: str | None) -> RequestIdentity:
+    """Inverse of ``encode_identity``; a key without fields is a bare client id."""
+    if not routing_key or ";" not in routing_key:
+        return RequestIdentity(routing_key)
+    client, *fields = routing_key.split(";")
+    values = dict(f.split("=", 1) for f in fields if "=" in f)
+    stage = values.get("st")
+    return RequestIdentity(
+        client or None,
+        app=values.get("app"),
+        interaction=values.get("ia"),
+        stage=int(stage) if stage is not None and stage.isdigit() else None,
+        system_tokens=int(values["sys"]) if values.get("sys", "").isdigit() else 0,
+    )
+
+
+def _bad_request(message: str):
+    import fastapi
+
+    raise fastapi.HTTPException(status_code=400, detail=message)
+
+
+def client_from_generate_headers(obj, request=None, *args, **kwargs):
+    headers = request.headers if request is not None else None
+    header = headers.get(CLIENT_HEADER) if headers is not None else None
+    obj.routing_key = encode_identity(header or obj.routing_key, headers)
+    return None
+
+
+def remember_openai_user(serving, request, raw_request=None, *args, **kwargs):
+    user = getattr(request, "user", None)
+    if user and raw_request is not None:
+        raw_request.state.sglang_fair_client = user
+    return None
+
+
+def openai_client_key(original, serving, raw_request, *args, **kwargs):
+    if raw_request is None:
+        return original(serving, raw_request, *args, **kwargs)
+    client = (
+        getattr(raw_request.state, "sglang_fair_client", None)
+        or raw_request.headers.get(CLIENT_HEADER)
+        or original(serving, raw_request, *args, **kwargs)
+    )
+    return encode_identity(client, raw_request.headers)

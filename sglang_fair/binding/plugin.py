@@ -1,0 +1,62 @@
+"""SGLang plugin entry point (``sglang.srt.plugins`` group, see pyproject.toml).
+
+SGLang calls ``register`` in every process it starts (launcher, HTTP server,
+schedulers, DP controller, detokenizer) and then applies the hooks. Set
+``SGLANG_PLUGINS`` to a list without ``sglang_fair`` to turn the plugin off.
+An SGLang built with ``patches/`` applied calls the same functions from its
+own source, and the plugin then registers nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+logger = logging.getLogger(__name__)
+
+_SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
+_OPENAI_BASE = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase"
+
+
+def register() -> None:
+    from sglang.srt.managers import schedule_policy
+
+    if getattr(schedule_policy, "SGLANG_FAIR_BUILTIN", False):
+        logger.info("sglang-fair: built into this SGLang (patches/), plugin hooks not needed")
+        return
+
+    from sglang_fair.binding import cli, identity, scheduler_hooks, validation
+    from sglang_fair.binding.schedule_policy import FairSchedulePolicy
+
+    hooks = [
+        ("sglang.srt.server_args.ServerArgs.add_cli_args", cli.extend_cli, HookType.AFTER),
+        ("sglang.srt.server_args.ServerArgs.from_cli_args", cli.capture_options, HookType.AFTER),
+        ("sglang.srt.managers.schedule_policy.SchedulePolicy", FairSchedulePolicy, HookType.REPLACE),
+        (f"{_SCHEDULER}._add_request_to_queue", scheduler_hooks.note_queued, HookType.AFTER),
+        (f"{_SCHEDULER}.get_prefill_adder_class", scheduler_hooks.fair_prefill_adder, HookType.AFTER),
+        (f"{_SCHEDULER}._get_new_batch_prefill_raw", scheduler_hooks.gate_prefill_admission, HookType.AROUND),
+        (f"{_SCHEDULER}.process_batch_result", scheduler_hooks.charge_outputs, HookType.AFTER),
+        (f"{_SCHEDULER}.abort_request", scheduler_hooks.note_aborts, HookType.AFTER),
+        (f"{_SCHEDULER}._abort_on_queued_limit", scheduler_hooks.throttle_arrivals, HookType.AROUND),
+        ("sglang.srt.managers.tokenizer_manager.TokenizerManager._handle_abort_finish_reason",
+         scheduler_hooks.retry_after_header, HookType.AROUND),
+        ("sglang.srt.entrypoints.http_server.launch_server", scheduler_hooks.install_throttle_handler, HookType.BEFORE),
+        ("sglang.srt.managers.tokenizer_manager.TokenizerManager._create_tokenized_object",
+         validation.refuse_out_of_vocab_ids, HookType.BEFORE),
+        ("sglang.srt.entrypoints.http_server.serve_generate_request",
+         identity.client_from_generate_headers, HookType.BEFORE),
+        (f"{_OPENAI_BASE}.handle_request", identity.remember_openai_user, HookType.BEFORE),
+        (f"{_OPENAI_BASE}.extract_routing_key", identity.openai_client_key, HookType.AROUND),
+    ]
+    for target, hook, kind in hooks:
+        HookRegistry.register(target, hook, kind)
+
+    try:
+        from sglang_fair.binding import dp_controller
+    except ModuleNotFoundError as exc:  # the router binding is optional
+        if exc.name != "sglang_fair.binding.dp_controller":
+            raise
+        logger.debug("sglang-fair: data-parallel router hooks unavailable")
+    else:
+        dp_controller.register_hooks()

@@ -1,0 +1,160 @@
+"""``FairSchedulePolicy``: SGLang's ``SchedulePolicy`` with a core FairScheduler inside.
+
+Installed as a class REPLACE of
+``sglang.srt.managers.schedule_policy.SchedulePolicy`` (built by
+``Scheduler.init_schedule_policy``). For a policy of ours (vtc, dlpm, ...) it
+lets SGLang do what it already does well, prefix matching and the LPM sort
+(``calc_priority`` with ``lpm`` for cache-aware policies, ``fcfs`` otherwise),
+and keeps the fairness state: a ``FairScheduler`` that every scheduler hook
+(``scheduler_hooks``) feeds. For SGLang's own policies (lpm, fcfs, ...) the
+order and admission stay stock; the FairScheduler only accounts, so per-client
+metrics are comparable across policies.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sglang.srt.managers.schedule_policy import SchedulePolicy as _StockSchedulePolicy
+from sglang.srt.managers.utils import is_health_check_generate_req
+
+from sglang_fair.binding import config
+from sglang_fair.binding.cli import fair_policy_names
+from sglang_fair.binding.identity import decode_identity
+from sglang_fair.core.clients import normalize_client_id
+from sglang_fair.core.fair_scheduler import FairScheduler
+from sglang_fair.core.policies import POLICIES
+from sglang_fair.core.requests import RequestState, TrackedRequest
+
+logger = logging.getLogger(__name__)
+
+
+class FairSchedulePolicy(_StockSchedulePolicy):
+    def __init__(self, policy: str, tree_cache, *args, **kwargs) -> None:
+        self.fair_policy = policy
+        # Our policies gate admission; SGLang's own keep stock behaviour.
+        self.gated = policy in fair_policy_names()
+        if self.gated:
+            base = "lpm" if POLICIES[policy].cache_aware else "fcfs"
+            options = config.load(policy)
+        else:
+            base = policy
+            # Accounting only: the cost weights still matter for metrics.
+            options = config.load("lpm" if policy == "lpm" else "fcfs")
+        super().__init__(base, tree_cache, *args, **kwargs)
+        self.fair = FairScheduler(options)
+        self._next_idle_sweep = 0.0
+        # Clients dropped since the metrics last looked (their series are removed).
+        self.forgotten_clients: list[str] = []
+        logger.info(
+            "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s",
+            policy,
+            "gated" if self.gated else "stock order, accounting only",
+            options.quantum,
+            options.input_weight,
+            options.output_weight,
+            self.fair.cost.name,
+        )
+
+    # -- request tracking (called from scheduler_hooks) ----------------------
+    def track(self, req) -> TrackedRequest:
+        """The tracked view of an SGLang ``Req``; registers it on first sight."""
+        tracked = self.fair.requests.get(req.rid)
+        if tracked is None:
+            who = decode_identity(req.routing_key)
+            input_len = len(req.origin_input_ids)
+            tracked = self.fair.enqueue(
+                req.rid,
+                normalize_client_id(who.client),
+                input_len,
+                payload=req,
+                app=who.app,
+                interaction=who.interaction,
+                stage=who.stage,
+                # The header cannot know the tokenized length: clamp, never refuse here.
+                system_len=min(who.system_tokens, input_len),
+                prompt=req.origin_input_ids,  # Justitia predicts demand from it (no copy)
+            )
+        return tracked
+
+    def throttle(self, req, kv_usage: float):
+        """FairServe's admission throttle for a newly arrived request (None: admit)."""
+        if req.rid in self.fair.requests or is_health_check_generate_req(req):
+            return None  # retracted/preempted (admitted once already) or SGLang's own health check
+        who = decode_identity(req.routing_key)
+        return self.fair.check_arrival(
+            normalize_client_id(who.client), min(max(kv_usage, 0.0), 1.0), who.app, who.interaction
+        )
+
+    def on_queued(self, req) -> None:
+        """``req`` was appended to the waiting queue (new, retracted or preempted)."""
+        tracked = self.fair.requests.get(req.rid)
+        if tracked is None:
+            self.track(req)
+        elif tracked.state is RequestState.RUNNING:
+            self.fair.requeue(tracked)
+
+    def on_admitted(self, req) -> None:
+        tracked = self.track(req)
+        if tracked.state is RequestState.QUEUED:
+            self.fair.admit(tracked, min(int(req.prefix_len), tracked.input_len))
+
+    def on_progress(self, req) -> None:
+        tracked = self.fair.requests.get(req.rid)
+        if tracked is None:
+            return
+        self.fair.produced(tracked, len(req.output_ids))
+        if req.finished():
+            self.fair.finish(tracked)
+
+    def sweep_idle_clients(self) -> None:
+        """Drop idle clients' state, at most once a second (memory stays bounded)."""
+        now = time.monotonic()
+        if now >= self._next_idle_sweep:
+            self._next_idle_sweep = now + 1.0
+            for client in self.fair.collect_idle():
+                self.forgotten_clients.append(client)
+
+    def reconcile_queue(self, waiting_queue: list) -> None:
+        """Bring the tracked queue in line with SGLang's after paths we do not hook.
+
+        Cheap when nothing changed (a count comparison); otherwise O(queue).
+        """
+        queued = sum(a.queued for a in self.fair.activity.values())
+        if queued == len(waiting_queue):
+            return
+        present = set()
+        for req in waiting_queue:
+            present.add(req.rid)
+            self.on_queued(req)
+        for tracked in [t for t in self.fair.requests.values() if t.state is RequestState.QUEUED]:
+            if tracked.rid not in present:
+                self.fair.finish(tracked)  # left the queue without running: aborted
+
+    def admission_order(self, waiting_queue: list):
+        """Candidates for this pass, as SGLang ``Req`` objects, from the core policy's walk."""
+        for candidate in self.fair.walk(_TrackedView(waiting_queue, self.track)):
+            yield candidate.payload
+
+
+class _TrackedView:
+    """The waiting queue seen as tracked requests, mapped lazily.
+
+    A DLPM walk usually stops after the few requests that fill the batch, so a
+    long queue is not converted in full on every pass.
+    """
+
+    __slots__ = ("_queue", "_track")
+
+    def __init__(self, queue: list, track) -> None:
+        self._queue = queue
+        self._track = track
+
+    def __iter__(self):
+        track = self._track
+        for req in list.__iter__(self._queue):
+            yield track(req)
+
+    def __len__(self) -> int:
+        return len(self._queue)

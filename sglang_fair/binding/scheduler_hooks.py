@@ -1,0 +1,200 @@
+"""Hooks on SGLang's ``Scheduler`` that feed the FairScheduler and gate admission.
+
+Each function below wraps one ``sglang.srt.managers.scheduler.Scheduler``
+method (registered in ``plugin.register``):
+
+* ``note_queued``            AFTER  ``Scheduler._add_request_to_queue``: a new,
+  retracted or preempted request entered the waiting queue (VTC's counter lift
+  happens here; a retracted request is never charged again).
+* ``fair_prefill_adder``     AFTER  ``Scheduler.get_prefill_adder_class``: an
+  adder subclass that charges each request's extend tokens when SGLang admits
+  it, after the cache match (cached prefix tokens are free under DLPM).
+* ``gate_prefill_admission`` AROUND ``Scheduler._get_new_batch_prefill_raw``: the
+  stock admission loop (``for req in self.waiting_queue``) walks the core
+  policy's candidates instead of the raw queue, so DLPM skips clients out of
+  deficit and VTC serves the smallest counter first; everything else in the
+  loop (budgets, chunking, LoRA, prefetch) stays SGLang's.
+* ``charge_outputs``         AFTER  ``Scheduler.process_batch_result``: every
+  generated token is charged once (decode, the first token from prefill,
+  mixed chunks, speculative steps), and finished or aborted requests stop
+  being charged.
+* ``note_aborts``            AFTER  ``Scheduler.abort_request``: requests aborted
+  while queued leave the fairness state.
+* ``throttle_arrivals``      AROUND ``Scheduler._abort_on_queued_limit``: SGLang's
+  own check of an arriving request against the queue limit; FairServe's
+  overload throttle refuses the request there with HTTP 429 (and a
+  ``Retry-After``, added by ``retry_after_header`` AROUND
+  ``TokenizerManager._handle_abort_finish_reason``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from http import HTTPStatus
+
+from sglang_fair.binding.metrics import ClientMetrics
+from sglang_fair.binding.schedule_policy import FairSchedulePolicy
+
+_ADMISSION_FUNCTION = "_get_new_batch_prefill_raw"
+
+
+def _fair(scheduler) -> FairSchedulePolicy | None:
+    policy = getattr(scheduler, "policy", None)
+    return policy if isinstance(policy, FairSchedulePolicy) else None
+
+
+def note_queued(result, scheduler, req, *args, **kwargs):
+    fair = _fair(scheduler)
+    queue = scheduler.waiting_queue
+    # _add_request_to_queue may abort instead of queueing; only a request that
+    # is now last in the queue was queued.
+    if fair is not None and queue and queue[-1] is req:
+        fair.on_queued(req)
+    return result
+
+
+class _AdmissionQueue(list):
+    """The waiting queue, whose next iteration from the admission loop walks the policy.
+
+    Any other iteration (SGLang's own prefix matching, the rebuild of the queue
+    after admission, aborts) sees the plain list. The admission loop is the
+    first iteration from ``_get_new_batch_prefill_raw`` after arming.
+    """
+
+    __slots__ = ("armed_by",)
+
+    def __iter__(self):
+        fair = getattr(self, "armed_by", None)
+        if fair is not None and sys._getframe(1).f_code.co_name == _ADMISSION_FUNCTION:
+            self.armed_by = None
+            return fair.admission_order(self)
+        return list.__iter__(self)
+
+
+def gate_prefill_admission(original, scheduler, *args, **kwargs):
+    fair = _fair(scheduler)
+    if fair is None:
+        return original(scheduler, *args, **kwargs)
+    fair.reconcile_queue(scheduler.waiting_queue)
+    if not fair.gated:
+        return original(scheduler, *args, **kwargs)
+    queue = scheduler.waiting_queue
+    if not isinstance(queue, _AdmissionQueue):
+        queue = scheduler.waiting_queue = _AdmissionQueue(queue)
+    queue.armed_by = fair
+    try:
+        return original(scheduler, *args, **kwargs)
+    finally:
+        queue.armed_by = None
+
+
+def fair_prefill_adder(adder_cls, scheduler, *args, **kwargs):
+    fair = _fair(scheduler)
+    if fair is None:
+        return adder_cls
+    cached = getattr(scheduler, "_fair_adder_classes", None)
+    if cached is None:
+        cached = scheduler._fair_adder_classes = {}
+    cls = cached.get(adder_cls)
+    if cls is None:
+        cls = cached[adder_cls] = _make_adder_class(adder_cls, fair)
+    return cls
+
+
+def _make_adder_class(base: type, fair: FairSchedulePolicy) -> type:
+    def add_one_req(self, req, *args, **kwargs):
+        result = base.add_one_req(self, req, *args, **kwargs)
+        if self.can_run_list and self.can_run_list[-1] is req:
+            fair.on_admitted(req)
+        return result
+
+    return type(f"Fair{base.__name__}", (base,), {"add_one_req": add_one_req})
+
+
+def charge_outputs(result, scheduler, batch, *args, **kwargs):
+    fair = _fair(scheduler)
+    if fair is not None and batch is not None:
+        for req in batch.reqs:
+            fair.on_progress(req)
+        fair.sweep_idle_clients()
+        metrics = _client_metrics(scheduler)
+        if metrics is not None:
+            metrics.maybe_update(fair)
+    return result
+
+
+def _client_metrics(scheduler) -> ClientMetrics | None:
+    metrics = getattr(scheduler, "_fair_metrics", False)
+    if metrics is False:
+        from sglang.srt.runtime_context import get_observability, get_parallel
+
+        metrics = None
+        if get_observability().enable_metrics:
+            metrics = ClientMetrics(get_parallel().dp_rank)
+        scheduler._fair_metrics = metrics
+    return metrics
+
+
+def throttle_arrivals(original, scheduler, req, *args, **kwargs):
+    if original(scheduler, req, *args, **kwargs):
+        return True  # SGLang refused it already (queue full)
+    fair = _fair(scheduler)
+    decision = fair.throttle(req, _kv_usage(scheduler)) if fair is not None else None
+    if decision is None:
+        return False
+    from sglang.srt.managers.scheduler import _make_abort_req
+
+    reason = {
+        "type": "abort",
+        "status_code": HTTPStatus.TOO_MANY_REQUESTS,
+        "message": decision.message,
+        # Whole seconds: SGLang's finish-reason dicts carry str/int values only.
+        "retry_after": max(1, math.ceil(decision.retry_after_s)),
+    }
+    scheduler.send_abort_output(_make_abort_req(req, finished_reason=reason), req)
+    return True  # the caller releases the request, as for its own refusals
+
+
+def _kv_usage(scheduler) -> float:
+    """Fraction of the KV pool held by requests (evictable cached prefixes count as free)."""
+    total = scheduler.max_total_num_tokens
+    free = scheduler.token_to_kv_pool_allocator.available_size() + scheduler.tree_cache.evictable_size()
+    return 1.0 - free / total if total else 0.0
+
+
+async def retry_after_header(original, manager, out, *args, **kwargs):
+    import fastapi
+
+    try:
+        return await original(manager, out, *args, **kwargs)
+    except fastapi.HTTPException as exc:
+        retry = out["meta_info"]["finish_reason"].get("retry_after")
+        if exc.status_code != HTTPStatus.TOO_MANY_REQUESTS or retry is None:
+            raise
+        raise fastapi.HTTPException(exc.status_code, exc.detail, headers={"Retry-After": str(retry)}) from None
+
+
+def install_throttle_handler(server_args, *args, **kwargs):
+    """BEFORE ``http_server.launch_server``: SGLang's own HTTPException handler drops
+    headers, so 429s get a handler of their own that keeps ``Retry-After``."""
+    import fastapi
+    from fastapi.responses import ORJSONResponse
+    from sglang.srt.entrypoints.http_server import app
+
+    async def answer_throttled(request, exc: fastapi.HTTPException):
+        if exc.status_code != HTTPStatus.TOO_MANY_REQUESTS or not exc.headers:
+            return await _default_http_handler(request, exc)
+        body = {"object": "error", "message": exc.detail, "type": str(exc.status_code), "code": exc.status_code}
+        return ORJSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    _default_http_handler = app.exception_handlers[fastapi.HTTPException]
+    app.add_exception_handler(fastapi.HTTPException, answer_throttled)
+    return None
+
+
+def note_aborts(result, scheduler, *args, **kwargs):
+    fair = _fair(scheduler)
+    if fair is not None:
+        fair.reconcile_queue(scheduler.waiting_queue)
+    return result

@@ -1,0 +1,316 @@
+"""Launch the real SGLang server on CPU as a subprocess, for tests and demos.
+
+`LocalServer` runs `python -m sglang.launch_server` (or any module taking the
+same arguments, e.g. `sglang_fair.launch_server`) with the flags the CPU path
+needs, serving the tiny random-weight model by default. It waits until the
+server answers /health_generate, and always tears the whole process group
+down (the HTTP server, its scheduler and detokenizer processes) on exit.
+
+    with LocalServer(extra_args=["--schedule-policy", "lpm"]) as server:
+        reply = server.post_json("/generate", {"input_ids": [5, 6, 7], ...})
+
+Needs SGLang installed the CPU way (scripts/install_cpu.sh).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sglang_fair.testing.tiny_model import ensure_tiny_model
+
+# Flags every CPU launch needs (see docs and /work/shared notes on SGLang's CPU
+# path): random weights, the pure-torch attention backend, and an idle
+# scheduler that sleeps instead of spinning on a 2-core machine.
+CPU_FLAGS = ("--device", "cpu", "--attention-backend", "torch_native", "--load-format", "dummy", "--sleep-on-idle")
+# Env var "LO-HI" restricting the ports picked when none is given, so people
+# sharing one machine can keep to their own ranges.
+PORT_RANGE_ENV = "SGLANG_FAIR_PORT_RANGE"
+_PARALLEL_FLAGS = {
+    "--dp": "dp",
+    "--dp-size": "dp",
+    "--data-parallel-size": "dp",
+    "--tp": "tp",
+    "--tp-size": "tp",
+    "--tensor-parallel-size": "tp",
+}
+
+
+class ServerStartError(RuntimeError):
+    """The server died or did not become healthy in time; the message carries its log tail."""
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_free_port(host: str = "127.0.0.1") -> int:
+    """A free TCP port: the first free one in $SGLANG_FAIR_PORT_RANGE if set, else one from the OS."""
+    spec = os.environ.get(PORT_RANGE_ENV, "").strip()
+    if spec:
+        try:
+            low, high = (int(part) for part in spec.split("-"))
+        except ValueError:
+            raise ValueError(f"{PORT_RANGE_ENV} must look like 31000-31099, got {spec!r}") from None
+        for port in range(low, high + 1):
+            if _port_is_free(host, port):
+                return port
+        raise RuntimeError(f"no free port in {PORT_RANGE_ENV}={spec}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def parallel_world_size(args: Sequence[str]) -> int:
+    """dp x tp as given in `args` (1 if absent); SGLang spawns one process per rank."""
+    sizes = {"dp": 1, "tp": 1}
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in _PARALLEL_FLAGS:
+            raw = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            try:
+                sizes[_PARALLEL_FLAGS[name]] = int(raw)
+            except ValueError:
+                raise ValueError(f"{name} needs an integer, got {raw!r}") from None
+    return sizes["dp"] * sizes["tp"]
+
+
+def cpu_bind_groups(ranks: int, cpus: Sequence[int]) -> str:
+    """SGLANG_CPU_OMP_THREADS_BIND value giving each rank its own slice of `cpus`.
+
+    SGLang needs one '|'-separated group per rank once ranks outnumber NUMA
+    nodes. With fewer cpus than ranks, ranks share cpus round-robin.
+    """
+    cpus = sorted(cpus)
+    if len(cpus) < ranks:
+        return "|".join(str(cpus[r % len(cpus)]) for r in range(ranks))
+    per_rank = len(cpus) // ranks
+    groups = [cpus[r * per_rank : (r + 1) * per_rank] for r in range(ranks)]
+    return "|".join(_cpu_list(group) for group in groups)
+
+
+def _cpu_list(cpus: list[int]) -> str:
+    # SGLang documents ranges ("0-31"); fall back to a list when not contiguous.
+    if len(cpus) > 1 and cpus[-1] - cpus[0] == len(cpus) - 1:
+        return f"{cpus[0]}-{cpus[-1]}"
+    return ",".join(map(str, cpus))
+
+
+@dataclass
+class LocalServer:
+    """One real SGLang server subprocess on CPU; use as a context manager."""
+
+    model_path: str | os.PathLike | None = None  # None: the cached tiny model
+    extra_args: Sequence[str] = ()  # passed through, e.g. ["--schedule-policy", "lpm", "--dp", "2"]
+    module: str = "sglang.launch_server"  # or "sglang_fair.launch_server"
+    max_total_tokens: int = 8192  # KV pool size; unset, SGLang sizes it from host RAM (GBs, slow)
+    host: str = "127.0.0.1"
+    port: int | None = None  # None: pick_free_port()
+    skip_tokenizer_init: bool = False  # True: only input_ids requests work
+    startup_timeout_s: float = 180.0
+    shutdown_timeout_s: float = 30.0
+    env: Mapping[str, str] = field(default_factory=dict)  # added to os.environ for the server
+    # None: a temporary file, deleted by stop() unless the server failed to
+    # start, died on its own or hung on shutdown.
+    log_path: str | os.PathLike | None = None
+    python: str = sys.executable
+    startup_s: float | None = field(default=None, init=False)  # launch until healthy
+    _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _log_file: Any = field(default=None, init=False, repr=False)
+    _temporary_log: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("server not started")
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def poll(self) -> int | None:
+        """The server's exit code if it has exited, else None (also None if never started)."""
+        return self._proc.poll() if self._proc else None
+
+    def command(self) -> list[str]:
+        """The full command line that start() runs."""
+        if self.port is None:
+            raise RuntimeError("port not chosen yet")
+        args = [self.python, "-m", self.module, "--model-path", str(self.model_path)]
+        args += [*CPU_FLAGS, "--host", self.host, "--port", str(self.port)]
+        args += ["--max-total-tokens", str(self.max_total_tokens)]
+        if self.skip_tokenizer_init:
+            args.append("--skip-tokenizer-init")
+        return args + list(self.extra_args)
+
+    def _server_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["SGLANG_USE_CPU_ENGINE"] = "1"  # else the rotary embedding tries to import vllm
+        env["PYTHONUNBUFFERED"] = "1"  # so the log tail is current when we report a failure
+        ranks = parallel_world_size(self.extra_args)
+        if ranks > 1 and "SGLANG_CPU_OMP_THREADS_BIND" not in env and "SGLANG_CPU_OMP_THREADS_BIND" not in self.env:
+            env["SGLANG_CPU_OMP_THREADS_BIND"] = cpu_bind_groups(ranks, sorted(os.sched_getaffinity(0)))
+        env.update(self.env)
+        return env
+
+    def start(self) -> "LocalServer":
+        """Launch and block until healthy; raise ServerStartError (with the log tail) if not."""
+        if self._proc is not None:
+            raise RuntimeError("server already started")
+        if self.max_total_tokens <= 0:
+            raise ValueError(f"max_total_tokens must be positive, got {self.max_total_tokens}")
+        if self.model_path is None:
+            self.model_path = ensure_tiny_model()
+        if self.port is None:
+            self.port = pick_free_port(self.host)
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix=f"sglang-server-{self.port}-", suffix=".log")
+            os.close(fd)
+            self.log_path = name
+            self._temporary_log = True
+        self._log_file = open(self.log_path, "wb")
+        started = time.monotonic()
+        # A new session makes the server the leader of its own process group,
+        # so stop() reaches the scheduler and detokenizer children too.
+        self._proc = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=self._server_env(),
+            start_new_session=True,
+        )
+        atexit.register(self._kill_group)
+        try:
+            self._wait_healthy(started + self.startup_timeout_s)
+        except BaseException:
+            self._temporary_log = False  # the error message points at the log: keep it
+            self.stop()
+            raise
+        self.startup_s = time.monotonic() - started
+        return self
+
+    def _wait_healthy(self, deadline: float) -> None:
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise ServerStartError(f"server exited with code {code} before becoming healthy\n{self._tail_report()}")
+            try:
+                with urllib.request.urlopen(self.url("/health_generate"), timeout=30) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass  # not listening yet, or 503 while warming up
+            if time.monotonic() > deadline:
+                raise ServerStartError(
+                    f"server not healthy after {self.startup_timeout_s:.0f} s\n{self._tail_report()}"
+                )
+            time.sleep(0.5)
+
+    def _tail_report(self) -> str:
+        return f"command: {' '.join(self.command())}\nlog {self.log_path} (last lines):\n{self.log_tail()}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last `lines` lines of the server's combined stdout/stderr."""
+        if self.log_path is None or not Path(self.log_path).exists():
+            return ""
+        text = Path(self.log_path).read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> int | None:
+        """SIGTERM the server, SIGKILL its process group after the timeout; return the exit code.
+
+        Only the leader gets SIGTERM: SGLang's own handler drains requests and
+        shuts its children down in order (this takes about 5 s, its watchdog's
+        poll period). Whatever is left of the group afterwards is killed.
+        """
+        if self._proc is None:
+            return None
+        pgid = self._proc.pid  # session leader: its pid is the group id
+        if self._proc.poll() is not None:
+            self._temporary_log = False  # it died on its own: keep the log for the post-mortem
+        self._proc.send_signal(signal.SIGTERM)
+        try:
+            self._proc.wait(timeout=self.shutdown_timeout_s)
+        except subprocess.TimeoutExpired:
+            self._temporary_log = False  # a hung shutdown is worth a look too
+            _signal_group(pgid, signal.SIGKILL)
+            self._proc.wait()
+        # Children can outlive the leader for a moment; give them a short grace.
+        deadline = time.monotonic() + 5.0
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        _signal_group(pgid, signal.SIGKILL)
+        code = self._proc.returncode
+        atexit.unregister(self._kill_group)
+        self._log_file.close()
+        if self._temporary_log:
+            Path(self.log_path).unlink(missing_ok=True)
+            self.log_path = None
+            self._temporary_log = False
+        self._proc = None
+        return code
+
+    def _kill_group(self) -> None:
+        # Last resort at interpreter exit, for a server whose owner never stopped it.
+        if self._proc is not None:
+            _signal_group(self._proc.pid, signal.SIGKILL)
+
+    def __enter__(self) -> "LocalServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def get_json(self, path: str, timeout: float = 60.0) -> Any:
+        with urllib.request.urlopen(self.url(path), timeout=timeout) as reply:
+            return json.loads(reply.read())
+
+    def post_json(
+        self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None = None, timeout: float = 120.0
+    ) -> Any:
+        """POST `body` as JSON and return the decoded reply; HTTP errors raise urllib's HTTPError."""
+        request = urllib.request.Request(
+            self.url(path),
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return json.loads(reply.read())
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass  # already gone
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,0 +1,5 @@
+"""Import-only stand-in for `torchvision.transforms.functional` (see torchvision/_standin.py)."""
+
+from torchvision._standin import module_getattr
+
+__getattr__ = module_getattr(__name__)

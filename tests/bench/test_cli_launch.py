@@ -1,0 +1,23 @@
+"""`run --launch`: the bench starts its own tiny CPU server with the policy
+(python -m sglang_fair.launch_server), replays, and stops it."""
+
+import json
+
+import pytest
+
+from sglang_fair.bench.__main__ import EXIT_OK, main
+
+pytestmark = pytest.mark.server
+
+
+def test_launch_runs_the_policy_and_stops_the_server(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["run", "--workload", "synthetic", "--scenario", "fig4", "--set", "duration=null",
+                 "--num-programs", "3", "--set", "rate=5", "--set", "input_tokens=16",
+                 "--set", "output_tokens=4", "--policy", "vtc", "--launch", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == EXIT_OK, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["run"]["backend"] == "launch" and s["run"]["policy"] == "vtc"
+    assert s["overall"]["requests_ok"] == 9
+    assert s["run"]["backend_meta"]["url"].startswith("http://127.0.0.1:")

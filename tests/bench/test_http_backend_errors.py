@@ -1,0 +1,83 @@
+"""Replay client error paths, against the in-process fake in fake_server.py
+(a real server cannot be made to time out, answer 500 or drop connections on
+demand). Every call must end as exactly one record."""
+
+import pytest
+
+from sglang_fair.bench.http_backend import ABORT_AFTER_CONNECTION_FAILURES, HttpBackend
+from sglang_fair.workloads.model import Call, Program, Workload
+from tests.bench.fake_server import FakeServer, free_port
+
+
+def chain(pid, n=3, client="c", arrival=0.0):
+    calls = [Call(tokens=(1, 2, 3), max_new_tokens=3)]
+    calls += [Call(tokens=(4,), max_new_tokens=3, parents=(i,), extends_parent=True) for i in range(n - 1)]
+    return Program(program_id=pid, client=client, arrival=arrival, calls=tuple(calls))
+
+
+def run(url, programs, **kw):
+    wl = Workload(name="t", programs=programs)
+    result = HttpBackend(url, **kw).run(wl, progress=False)
+    assert len(result.records) == wl.num_calls()
+    assert len({r.rid for r in result.records}) == wl.num_calls()
+    return result, {r.rid: r for r in result.records}
+
+
+@pytest.fixture
+def fake():
+    with FakeServer() as server:
+        yield server
+
+
+def test_ok_chain_extends_parent_output(fake):
+    result, recs = run(fake.url, [chain("ok/a")])
+    assert not result.partial and all(r.ok for r in recs.values())
+    # prompt grows by the parent's prompt + 3 output ids + 1 own token
+    assert [recs[f"ok/a-{i}"].prompt_tokens for i in range(3)] == [3, 7, 11]
+    assert all(r.output_tokens == 3 and r.t_first_token <= r.t_done for r in recs.values())
+
+
+def test_server_500_fails_children_without_sending_them(fake):
+    result, recs = run(fake.url, [chain("fail/a"), chain("ok/b")])
+    assert result.partial
+    assert recs["fail/a-0"].error.startswith("server error: HTTP 500")
+    assert recs["fail/a-1"].error == "parent failed: fail/a-0"
+    assert recs["fail/a-2"].error == "parent failed: fail/a-1"
+    assert fake.received["fail/a-0"] == 1 and "fail/a-1" not in fake.received
+    assert all(recs[f"ok/b-{i}"].ok for i in range(3))
+
+
+def test_timeout_is_recorded(fake):
+    result, recs = run(fake.url, [chain("slow/a", n=2), chain("ok/b", n=1)], timeout_s=0.3)
+    assert recs["slow/a-0"].error == "timeout after 0.3s"
+    assert recs["slow/a-1"].error.startswith("parent failed")
+    assert recs["ok/b-0"].ok and result.partial
+
+
+def test_error_event_mid_stream(fake):
+    _, recs = run(fake.url, [chain("streamerr/a", n=1)])
+    assert "engine crashed" in recs["streamerr/a-0"].error
+
+
+def test_malformed_reply_costs_one_record(fake):
+    result, recs = run(fake.url, [chain("garbage/a", n=2), chain("ok/b", n=1)])
+    assert recs["garbage/a-0"].error.startswith("bad reply: AttributeError")
+    assert recs["garbage/a-1"].error == "parent failed: garbage/a-0"
+    assert recs["ok/b-0"].ok
+
+
+def test_server_gone_mid_run_aborts_the_rest(fake):
+    programs = [chain(f"drop/p{k}", n=1, arrival=0.01 * k) for k in range(20)]
+    result, recs = run(fake.url, programs, concurrency=1)
+    assert sum(fake.received.values()) == ABORT_AFTER_CONNECTION_FAILURES
+    errors = [r.error for r in recs.values()]
+    assert sum(e.startswith("connection error") for e in errors) == ABORT_AFTER_CONNECTION_FAILURES
+    assert sum(e.startswith("run aborted") for e in errors) == 20 - ABORT_AFTER_CONNECTION_FAILURES
+    assert any("stopped answering" in e for e in result.errors)
+
+
+def test_unreachable_server():
+    url = f"http://127.0.0.1:{free_port()}"
+    result, recs = run(url, [chain("ok/a"), chain("ok/b", arrival=30.0)])  # no waiting for the late arrival
+    assert result.partial and "unreachable" in result.errors[0]
+    assert all(r.error.startswith("run aborted: server at") for r in recs.values())

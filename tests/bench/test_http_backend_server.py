@@ -1,0 +1,84 @@
+"""The replay client and the bench command against the real SGLang server on
+CPU (tiny random-weight model): one server for the module."""
+
+import json
+
+import pytest
+
+from sglang_fair.bench.__main__ import EXIT_OK, main
+from sglang_fair.bench.http_backend import HttpBackend
+from sglang_fair.workloads.model import Call, Program, Workload
+from sglang_fair.workloads.registry import build_workload
+from sglang_fair.workloads.spec import parse_scenario
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def server():
+    from sglang_fair.testing.server import LocalServer
+
+    with LocalServer(extra_args=["--schedule-policy", "lpm"], max_total_tokens=16384) as s:
+        yield s
+
+
+def tot_workload(branches=2, height=2, programs=2):
+    return build_workload(parse_scenario({
+        "workload": "tot", "seed": 1, "vocab_size": 1024,
+        "defaults": {"num_programs": programs, "rate": 20.0, "arrival": "uniform", "height": height,
+                     "branches": branches, "template_tokens": 40, "question_tokens": 20, "question_cv": 0,
+                     "step_tokens": 4, "thought_tokens": 8},
+        "clients": [{"name": "bad", "well_behaved": False, "question_scale": 3}, {"name": "good"}],
+    }))
+
+
+@pytest.mark.parametrize("api", ["generate", "openai"])
+def test_tot_replay_honours_dependencies_and_extends_parents(server, api):
+    wl = tot_workload()
+    result = HttpBackend(server.base_url, api=api, timeout_s=120).run(wl, progress=False)
+    assert not result.partial, result.errors or [r.error for r in result.records if r.error]
+    recs = {r.rid: r for r in result.records}
+    assert len(recs) == wl.num_calls() == 2 * 2 * (2 + 4)
+    for p in wl.programs:
+        for i, call in enumerate(p.calls):
+            r = recs[f"{p.program_id}-{i}"]
+            assert r.output_tokens == call.max_new_tokens
+            assert r.t_sent <= r.t_first_token <= r.t_done
+            if call.parents:
+                parent = recs[f"{p.program_id}-{call.parents[0]}"]
+                assert r.t_sent >= parent.t_done  # sent only after the parent finished
+                assert r.prompt_tokens == parent.prompt_tokens + parent.output_tokens + len(call.tokens)
+            else:
+                assert r.prompt_tokens == len(call.tokens)
+    if api == "generate":
+        # the children extend the parent's exact ids, so the radix cache serves the shared prefix
+        children = [r for r in result.records if r.call_index >= 2]
+        assert all(r.cached_tokens and r.cached_tokens > 0 for r in children)
+
+
+def test_bad_request_becomes_an_error_record(server):
+    # a prompt longer than the tiny model's context: the server answers with an error
+    wl = Workload(name="t", programs=[
+        Program("long", "c", 0.0, (Call(tokens=tuple(range(1000)) * 3, max_new_tokens=4),
+                                   Call(tokens=(1,), max_new_tokens=4, parents=(0,), extends_parent=True))),
+        Program("fine", "c", 0.0, (Call(tokens=(1, 2, 3), max_new_tokens=4),)),
+    ])
+    result = HttpBackend(server.base_url, timeout_s=60).run(wl, progress=False)
+    recs = {r.rid: r for r in result.records}
+    assert result.partial and len(recs) == 3
+    assert recs["long-0"].error.startswith("server error")
+    assert recs["long-1"].error == "parent failed: long-0"
+    assert recs["fine-0"].ok
+
+
+def test_bench_cli_end_to_end(server, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["run", "--workload", "chat", "--scenario", "base", "--set", "source=synthetic",
+                 "--num-programs", "2", "--set", "rate=5", "--policy", "lpm", "--backend", server.base_url,
+                 "--out", str(out), "--no-progress"])
+    assert code == EXIT_OK, capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["run"]["partial"] is False and s["run"]["policy"] == "lpm"
+    assert s["overall"]["requests_ok"] == s["overall"]["requests"] > 0
+    assert s["overall"]["cache_hit_rate"] is not None
+    assert set(s["clients"]) == {"client-0", "client-1", "client-2", "client-3"}

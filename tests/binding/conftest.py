@@ -1,0 +1,27 @@
+"""Fixtures for tests that use SGLang's real classes in-process (marked ``engine``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def sglang_runtime():
+    """SGLang's runtime context plus the sglang-fair hooks, applied once per session."""
+    sglang = pytest.importorskip("sglang")
+    from sglang_fair.testing.engine_pass import publish_test_runtime
+
+    publish_test_runtime()
+    return sglang
+
+
+@pytest.fixture
+def fair_config(monkeypatch):
+    """Set the options a FairSchedulePolicy built in this test will read."""
+
+    def set_options(**options):
+        monkeypatch.setenv("SGLANG_FAIR_CONFIG", json.dumps(options))
+
+    return set_options

@@ -1,0 +1,58 @@
+"""Start-up options: SGLang's own parser with our policies and ``--fair-*`` options."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from sglang_fair.launch_server import build_argv
+
+pytestmark = pytest.mark.engine
+
+
+def _parse(argv):
+    from sglang.srt.server_args import prepare_server_args
+
+    return prepare_server_args(["--model-path", "dummy", *argv])
+
+
+def test_stock_parser_accepts_our_policy_and_exports_options(sglang_runtime, monkeypatch):
+    monkeypatch.delenv("SGLANG_FAIR_CONFIG", raising=False)
+    args = _parse(["--schedule-policy", "dlpm", "--fair-quantum", "512", "--fair-client-weights", "gold=2"])
+    assert args.schedule_policy == "dlpm"
+    exported = json.loads(os.environ["SGLANG_FAIR_CONFIG"])
+    assert exported["quantum"] == 512 and exported["client_weights"] == {"gold": 2.0}
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["--fair-quantum", "0"], "--fair-quantum"),
+        (["--fair-quantum", "-5"], "--fair-quantum"),
+        (["--fair-input-weight", "-1"], "--fair-input-weight"),
+        (["--fair-client-weights", "alice=0"], "--fair-client-weights"),
+        (["--fair-client-weights", "alice"], "--fair-client-weights"),
+        (["--fair-cost", "nonsense"], "--fair-cost"),
+        (["--fair-idle-timeout", "0"], "--fair-idle-timeout"),
+    ],
+)
+def test_bad_options_are_refused_naming_the_option(sglang_runtime, argv, option):
+    with pytest.raises(SystemExit) as exc:
+        _parse(["--schedule-policy", "dlpm", *argv])
+    assert option in str(exc.value)
+
+
+def test_unknown_policy_is_refused(sglang_runtime, capsys):
+    with pytest.raises(SystemExit):
+        build_argv(["--policy", "fastest"])
+    assert "--policy: unknown policy 'fastest'" in capsys.readouterr().err
+
+
+def test_launcher_maps_policy_and_passes_everything_else(sglang_runtime):
+    argv = build_argv(["--policy", "vtc", "--model-path", "m", "--fair-quantum", "9"])
+    assert argv == ["--schedule-policy", "vtc", "--model-path", "m", "--fair-quantum", "9"]
+    assert build_argv(["--model-path", "m"])[:2] == ["--schedule-policy", "dlpm"]
+    with pytest.raises(SystemExit):
+        build_argv(["--schedule-policy", "lpm"])

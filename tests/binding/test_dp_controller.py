@@ -1,0 +1,130 @@
+"""D²LPM inside SGLang's data-parallel controller, against the real CPU server at --dp 2.
+
+One server for the module (startup dominates on 2 cores); the test that kills
+a worker runs last. The response's ``meta_info.dp_rank`` says which worker
+served a request.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.server
+
+from sglang_fair.testing.server import LocalServer  # noqa: E402
+from tests.binding.flood import run_flood  # noqa: E402
+
+PREFIX = [7 + (i % 900) for i in range(400)]
+
+
+@pytest.fixture(scope="module")
+def server():
+    env = {"PYTHONPATH": os.pathsep.join(p for p in [_shims(), os.environ.get("PYTHONPATH", "")] if p)}
+    if "SGLANG_FAIR_ROUTER_KV_PORT" in os.environ:
+        env["SGLANG_FAIR_ROUTER_KV_PORT"] = os.environ["SGLANG_FAIR_ROUTER_KV_PORT"]
+    srv = LocalServer(
+        extra_args=["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm"],
+        skip_tokenizer_init=True,
+        env=env,
+    )
+    with srv:
+        yield srv
+
+
+def _shims() -> str:
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "support", "cpu_shims")
+    return os.path.abspath(path) if os.path.isdir(path) else ""
+
+
+def generate(server: LocalServer, ids: list[int], client: str, max_new: int = 4, timeout: float = 120.0) -> dict:
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}}
+    return server.post_json("/generate", body, headers={"X-Client-Id": client}, timeout=timeout)
+
+
+def test_requests_sharing_a_prefix_land_on_the_worker_that_holds_it(server: LocalServer) -> None:
+    first = generate(server, PREFIX + [950, 1], "alice")["meta_info"]
+    holder = first["dp_rank"]
+    for i in range(5):
+        meta = generate(server, PREFIX + [951 + i, 2, 3], "alice")["meta_info"]
+        assert meta["dp_rank"] == holder
+        assert meta["cached_tokens"] >= len(PREFIX)
+    # Another client's unrelated prompt is not pulled to the busy holder.
+    other = [(13 * i) % 1000 + 1 for i in range(300)]
+    generate(server, other, "bob")
+    meta = generate(server, other + [5], "bob")["meta_info"]
+    assert meta["cached_tokens"] >= len(other)
+    # The holder's KV events reach the router (its publisher connects to the router's port).
+    expected = f"receiving KV events from worker {holder}"
+    deadline = time.monotonic() + 10
+    while expected not in server.log_tail(10_000) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert expected in server.log_tail(10_000)
+
+
+def test_a_flooding_client_does_not_starve_a_light_one(server: LocalServer) -> None:
+    result = run_flood(server.base_url, duration_s=12.0, grace_s=20.0, heavy_concurrency=16, max_new=16)
+    assert not result.errors, result.errors[:3]
+    assert len(result.light_latencies) >= 3
+    assert result.light_worst < 15.0, result.light_latencies
+    assert result.heavy_done > 0
+
+
+def _scheduler_pids(server: LocalServer) -> dict[int, int]:
+    """dp rank -> pid of its scheduler process (SGLang names them sglang::scheduler_DP<r>...)."""
+    out = {}
+    for proc in psutil.Process(server.pid).children(recursive=True):
+        try:
+            title = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
+        for rank in (0, 1):
+            if f"scheduler_DP{rank}" in title:
+                out[rank] = proc.pid
+    return out
+
+
+def _post(server: LocalServer, ids: list[int], client: str, max_new: int) -> tuple[int, dict]:
+    body = json.dumps({"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}}).encode()
+    request = urllib.request.Request(server.url("/generate"), data=body,
+                                     headers={"Content-Type": "application/json", "X-Client-Id": client})
+    try:
+        with urllib.request.urlopen(request, timeout=180) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: LocalServer) -> None:
+    pids = _scheduler_pids(server)
+    assert set(pids) == {0, 1}, pids
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(_post, server, [(97 * c + i) % 1000 + 1 for i in range(64)], f"c{c}", 150)
+                   for c in range(8)]
+        time.sleep(3.0)  # all dispatched, decoding
+        psutil.Process(pids[1]).kill()
+        results = [f.result(timeout=200) for f in futures]
+    ok, failed = [], []
+    for status, body in results:
+        finish = (body.get("meta_info") or {}).get("finish_reason") or {}
+        (ok if status == 200 and finish.get("type") != "abort" else failed).append((status, body))
+    # Every request got exactly one answer: a full one from worker 0, or an
+    # explicit error for those that were on the dead worker.
+    assert failed, "nothing was running on the killed worker"
+    assert all(body["meta_info"]["dp_rank"] == 0 for _, body in ok)
+    for status, body in failed:
+        assert status == 503 and "worker 1 died" in json.dumps(body), (status, body)
+    # Only those: completions of earlier requests reached the router over the
+    # side channel, so it did not count them as still in flight.
+    assert f"worker 1 died; failing its {len(failed)} requests in flight" in server.log_tail(400)
+    # The router no longer sends anything to worker 1.
+    for i in range(4):
+        meta = generate(server, [(31 * i + j) % 1000 + 1 for j in range(32)], "after", timeout=60)["meta_info"]
+        assert meta["dp_rank"] == 0

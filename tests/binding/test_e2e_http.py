@@ -1,0 +1,56 @@
+"""The HTTP edge of the real server: FairServe's throttle (HTTP 429 with Retry-After, never
+inside an interaction), header validation, and input that must not crash the server."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+
+from sglang_fair.testing.server import LocalServer
+
+pytestmark = pytest.mark.server
+
+
+def _post(server, client: str, headers: dict | None = None, input_ids=tuple(range(1, 30))):
+    body = json.dumps({"input_ids": list(input_ids), "sampling_params": {"max_new_tokens": 2}}).encode()
+    req = urllib.request.Request(server.url("/generate"), data=body,
+                                 headers={"Content-Type": "application/json", "X-Client-Id": client, **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}
+    except urllib.error.HTTPError as err:
+        return err.code, {k.lower(): v for k, v in err.headers.items()}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    config = tmp_path_factory.mktemp("fairserve") / "fairserve.yaml"
+    # Treat the server as always overloaded, and allow one request per user per minute.
+    config.write_text(yaml.safe_dump({"fairserve": {"overload_kv_usage": 0.0, "user_limit": 1, "window_s": 60}}))
+    args = ["--policy", "fairserve", "--fair-policy-config", str(config)]
+    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True) as server:
+        yield server
+
+
+def test_out_of_vocabulary_ids_are_refused_and_the_server_survives(server):
+    status, _ = _post(server, "careless", input_ids=[5, 6, 99999])
+    assert status == 400
+    assert _post(server, "someone-else")[0] == 200
+
+
+def test_throttle_answers_429_with_retry_after(server):
+    assert _post(server, "abuser")[0] == 200
+    status, headers = _post(server, "abuser")
+    assert status == 429
+    assert 1 <= int(headers["retry-after"]) <= 60
+    assert _post(server, "benign")[0] == 200  # limits are per user
+    # A call that continues an interaction already started is never throttled.
+    ia = {"X-App-Id": "agent", "X-Interaction-Id": "run-1", "X-Interaction-Stage": "0"}
+    assert _post(server, "agent-user", ia)[0] == 200
+    assert _post(server, "agent-user", {**ia, "X-Interaction-Stage": "1"})[0] == 200
+    # A bad header is refused before scheduling.
+    assert _post(server, "agent-user", {"X-Interaction-Stage": "-3"})[0] == 400

@@ -1,0 +1,28 @@
+"""Client and application identity carried in SGLang's routing_key."""
+
+from __future__ import annotations
+
+import pytest
+
+from sglang_fair.binding.identity import decode_identity, encode_identity
+
+
+def test_bare_client_stays_a_bare_key():
+    assert encode_identity("alice", {}) == "alice"
+    assert decode_identity("alice").client == "alice"
+    assert decode_identity(None).client is None
+
+
+def test_application_headers_round_trip():
+    headers = {"x-app-id": "agent", "x-interaction-id": "run-7", "x-interaction-stage": "2", "x-system-tokens": "120"}
+    who = decode_identity(encode_identity("alice", headers))
+    assert (who.client, who.app, who.interaction, who.stage, who.system_tokens) == ("alice", "agent", "run-7", 2, 120)
+
+
+@pytest.mark.parametrize("header, value", [("x-interaction-stage", "-1"), ("x-interaction-stage", "two"),
+                                           ("x-system-tokens", "1e9"), ("x-app-id", "a;b")])
+def test_malformed_application_headers_are_refused(header, value):
+    fastapi = pytest.importorskip("fastapi")
+    with pytest.raises(fastapi.HTTPException) as exc:
+        encode_identity("alice", {header: value})
+    assert exc.value.status_code == 400

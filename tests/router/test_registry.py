@@ -1,0 +1,59 @@
+"""sglang_fair.router: ROUTERS and make_router (used by the simulator and the SGLang binding)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sglang_fair.router import ROUTERS, Router, make_router
+
+
+def test_all_methods_registered() -> None:
+    assert set(ROUTERS) == {"round_robin", "per_client_round_robin", "shortest_queue", "preble", "cache_aware", "d2lpm"}
+
+
+def test_unknown_router_and_option() -> None:
+    with pytest.raises(ValueError, match="unknown router 'nope'.*d2lpm"):
+        make_router("nope", 2)
+    with pytest.raises(ValueError, match="does not take option"):
+        make_router("round_robin", 2, quantum=5)
+    with pytest.raises(ValueError, match="at least one worker"):
+        make_router("d2lpm", 0)
+
+
+@pytest.mark.parametrize("name", sorted(ROUTERS))
+def test_every_router_keeps_queue_sizes_consistent_under_random_feedback(name: str) -> None:
+    rng = random.Random(7)
+    r: Router = make_router(name, 4)
+    live_rids: list[str] = []
+    for i in range(400):
+        op = rng.random()
+        if op < 0.55 or not live_rids:
+            tokens = [rng.randrange(3)] * rng.randint(1, 40) + [rng.randrange(100) for _ in range(5)]
+            try:
+                w = r.route(f"r{i}", f"c{rng.randrange(3)}", tokens, rng.randint(1, 20))
+            except Exception as exc:  # only when all are down
+                assert not any(r.alive), exc
+                continue
+            assert r.alive[w]
+            live_rids.append(f"r{i}")
+        elif op < 0.9:
+            rid = live_rids.pop(rng.randrange(len(live_rids)))
+            r.on_finish(rid, rng.randrange(4), rng.randint(0, 30))
+            r.on_finish(rid, 0, 1)  # duplicate: ignored
+        elif op < 0.95:
+            r.on_evicted(rng.randrange(4), [rng.randrange(3)] * rng.randint(1, 40))
+            r.on_cached(rng.randrange(4), [rng.randrange(3)] * rng.randint(1, 40))
+        elif op < 0.97:
+            r.on_cache_cleared(rng.randrange(4))
+        else:
+            w = rng.randrange(4)
+            if r.alive[w] and sum(r.alive) > 1:
+                for rid in r.on_worker_down(w):
+                    live_rids.remove(rid)
+        expect = [0] * 4
+        for d in r.inflight.values():
+            expect[d.worker] += 1
+        assert r.queue_sizes == expect
+        assert len(r.inflight) == len(live_rids)

@@ -1,0 +1,161 @@
+"""The real SGLang server on CPU, launched by LocalServer with the tiny model."""
+
+import os
+import signal
+import time
+import urllib.error
+
+import pytest
+
+from sglang_fair.testing.server import (
+    PORT_RANGE_ENV,
+    LocalServer,
+    ServerStartError,
+    cpu_bind_groups,
+    parallel_world_size,
+    pick_free_port,
+)
+from sglang_fair.testing.tiny_model import TinyLlamaSpec
+
+VOCAB = TinyLlamaSpec().vocab_size
+FIRST_PLAIN_ID = 3  # ids 0-2 are <s>, </s>, <pad>
+
+
+def _generate(server: LocalServer, input_ids: list[int], max_new_tokens: int = 8) -> dict:
+    body = {
+        "input_ids": input_ids,
+        # ignore_eos: random weights may sample </s> at any step.
+        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True},
+    }
+    return server.post_json("/generate", body)
+
+
+def _prompt(seed: int, length: int) -> list[int]:
+    """Distinct deterministic prompts per seed, so tests do not share cached prefixes."""
+    return [FIRST_PLAIN_ID + (seed * 7919 + i * 31) % (VOCAB - FIRST_PLAIN_ID) for i in range(length)]
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir):
+    with LocalServer(model_path=tiny_model_dir, max_total_tokens=4096) as running:
+        yield running
+
+
+@pytest.mark.server
+def test_generate_with_input_ids_returns_requested_tokens(server):
+    prompt = _prompt(seed=1, length=40)
+    reply = _generate(server, prompt, max_new_tokens=8)
+    assert len(reply["output_ids"]) == 8
+    assert all(0 <= token < VOCAB for token in reply["output_ids"])
+    meta = reply["meta_info"]
+    assert meta["prompt_tokens"] == len(prompt)
+    assert meta["completion_tokens"] == 8
+    assert meta["finish_reason"]["type"] == "length"
+
+
+@pytest.mark.server
+def test_greedy_output_is_deterministic(server):
+    prompt = _prompt(seed=2, length=24)
+    first = _generate(server, prompt)["output_ids"]
+    second = _generate(server, prompt)["output_ids"]
+    assert first == second
+
+
+@pytest.mark.server
+def test_repeated_prefix_is_served_from_radix_cache(server):
+    prefix = _prompt(seed=3, length=64)
+    first = _generate(server, prefix + _prompt(seed=4, length=4), max_new_tokens=2)
+    second = _generate(server, prefix + _prompt(seed=5, length=4), max_new_tokens=2)
+    assert first["meta_info"]["cached_tokens"] < len(prefix)
+    assert second["meta_info"]["cached_tokens"] >= len(prefix)
+
+
+@pytest.mark.server
+def test_text_prompt_uses_local_byte_tokenizer(server):
+    text = "fair scheduling"
+    reply = server.post_json(
+        "/generate",
+        {"text": text, "sampling_params": {"max_new_tokens": 4, "temperature": 0.0, "ignore_eos": True}},
+    )
+    assert reply["meta_info"]["prompt_tokens"] == len(text.encode())  # one token per byte
+    assert reply["meta_info"]["completion_tokens"] == 4
+    assert isinstance(reply["text"], str)
+
+
+@pytest.mark.server
+def test_invalid_request_gets_an_error_and_server_survives(server):
+    with pytest.raises(urllib.error.HTTPError) as error:
+        server.post_json("/generate", {"input_ids": [5, 6], "sampling_params": {"max_new_tokens": -1}})
+    assert error.value.code == 400
+    assert len(_generate(server, _prompt(seed=6, length=8), max_new_tokens=2)["output_ids"]) == 2
+
+
+@pytest.mark.server  # last of the tests sharing `server` on purpose: it shuts it down
+def test_sigterm_shutdown_leaves_no_process(server):
+    pgid = server.pid  # the server leads its own process group
+    assert _group_alive(pgid)
+    os.kill(pgid, signal.SIGTERM)
+    # SGLang's own handler must stop every process; LocalServer.stop() would SIGKILL leftovers.
+    deadline = time.monotonic() + 30
+    while (server.poll() is None or _group_alive(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert server.poll() is not None, "server still running 30 s after SIGTERM"
+    assert not _group_alive(pgid), "a server child process outlived SIGTERM"
+    server.stop()
+
+
+def test_server_that_cannot_start_reports_its_log(tiny_model_dir):
+    # A module that does not exist fails the way a broken server does, in
+    # well under a second instead of SGLang's import time.
+    failing = LocalServer(model_path=tiny_model_dir, module="sglang_fair.no_such_server")
+    with pytest.raises(ServerStartError) as error:
+        failing.start()
+    assert "exited with code 1" in str(error.value)
+    assert "No module named sglang_fair.no_such_server" in str(error.value)  # the log tail
+    assert failing.pid is None
+
+
+# Unit tests of the launch helpers: no server.
+
+
+def test_cpu_bind_groups_split_cpus_between_ranks():
+    assert cpu_bind_groups(2, [0, 1]) == "0|1"
+    assert cpu_bind_groups(2, [3, 2, 1, 0]) == "0-1|2-3"
+    assert cpu_bind_groups(2, [0, 2, 4, 6]) == "0,2|4,6"
+    assert cpu_bind_groups(3, [0, 1]) == "0|1|0"  # more ranks than cpus: shared round-robin
+
+
+def test_parallel_world_size_reads_dp_and_tp_flags():
+    assert parallel_world_size(["--schedule-policy", "lpm"]) == 1
+    assert parallel_world_size(["--dp", "2"]) == 2
+    assert parallel_world_size(["--data-parallel-size=2", "--tp-size", "2"]) == 4
+    with pytest.raises(ValueError, match="--dp needs an integer"):
+        parallel_world_size(["--dp"])
+
+
+def test_pick_free_port_keeps_to_the_configured_range(monkeypatch):
+    monkeypatch.setenv(PORT_RANGE_ENV, "31090-31099")
+    assert 31090 <= pick_free_port() <= 31099
+    monkeypatch.setenv(PORT_RANGE_ENV, "31090")
+    with pytest.raises(ValueError, match=PORT_RANGE_ENV):
+        pick_free_port()
+
+
+def test_command_carries_cpu_flags_and_pass_through_args(tiny_model_dir):
+    server = LocalServer(
+        model_path=tiny_model_dir, port=31098, module="sglang_fair.launch_server", extra_args=["--policy", "dlpm"]
+    )
+    command = server.command()
+    assert command[1:3] == ["-m", "sglang_fair.launch_server"]
+    for flag in ("--device", "--attention-backend", "--load-format", "--max-total-tokens", "--sleep-on-idle"):
+        assert flag in command
+    assert command[-2:] == ["--policy", "dlpm"]
+    assert command[command.index("--port") + 1] == "31098"
