@@ -83,7 +83,10 @@ def _launch(args):
     except ImportError as e:
         raise UsageError(f"--launch needs sglang_fair.testing.server.LocalServer, which is not available: {e}") from e
     extra = ["--policy", args.policy or "fcfs", *shlex.split(args.launch_args)]
-    return LocalServer(module="sglang_fair.launch_server", extra_args=extra)
+    # Keep the server's log with the run: its '#queue-req' lines show whether the policy had a queue to order.
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return LocalServer(module="sglang_fair.launch_server", extra_args=extra, log_path=out / "server.log")
 
 
 def cmd_run(args) -> int:

@@ -15,6 +15,10 @@ COLUMNS = (
     ("service/s", lambda s: s["overall"]["throughput"]["service_per_s"]),
     ("out tok/s", lambda s: s["overall"]["throughput"]["output_tokens_per_s"]),
     ("jain", lambda s: s["overall"]["jain_index"]),
+    ("p50 prog s", lambda s: s["overall"]["program_latency_s"]["p50"]),
+    ("mean prog s", lambda s: s["overall"]["program_latency_s"]["mean"]),
+    ("throttled", lambda s: s["overall"].get("requests_throttled")),  # absent in older summaries
+    ("wasted tok", lambda s: s["overall"].get("wasted_tokens")),
     ("wb p50 s", lambda s: s["overall"]["well_behaved_program_latency_s"]["p50"]),
     ("wb p99 s", lambda s: s["overall"]["well_behaved_program_latency_s"]["p99"]),
     ("ttft p50 s", lambda s: s["overall"]["ttft_s"]["p50"]),

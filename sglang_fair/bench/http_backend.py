@@ -13,6 +13,12 @@ Two APIs:
   same length (documented in docs/benchmarking.md: the parent's prompt is
   still a shared prefix, its output is not).
 
+Every call carries its application identity as headers, for policies that
+use it (FairServe, Justitia): ``X-App-Id`` = the program's kind,
+``X-Interaction-Id`` = its program id, ``X-Interaction-Stage`` = the call's
+index. A refusal by the server's policy (HTTP 429) is an error record marked
+``throttled`` with the ``Retry-After`` it gave; it is not retried.
+
 Each call is sent once all its parents finished; a failed parent turns its
 children into error records without sending them. Every call ends as one
 record. Consecutive connection failures abort the run (the server is gone):
@@ -24,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -60,6 +67,34 @@ class _Reply:
 
 class _ServerError(Exception):
     """The server answered, but with an error."""
+
+
+class _Throttled(_ServerError):
+    """HTTP 429: the server's policy refused the request."""
+
+    def __init__(self, message: str, retry_after_s: float | None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` as seconds (delta-seconds form; None if absent or an HTTP date)."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+def identity_headers(client: str, program: Program, index: int) -> dict[str, str]:
+    """Client and application identity headers of call ``index`` of ``program``."""
+    # The server splits its routing key on ';' and headers must be ASCII: quote the ids.
+    quote = lambda v: urllib.parse.quote(v, safe="/._@-")  # noqa: E731
+    headers = {"X-Client-Id": client, "X-Interaction-Id": quote(program.program_id),
+               "X-Interaction-Stage": str(index)}
+    if program.kind:
+        headers["X-App-Id"] = quote(program.kind)
+    return headers
 
 
 def stand_in_output_ids(rid: str, n: int, vocab_size: int) -> list[int]:
@@ -157,7 +192,8 @@ class HttpBackend:
             first = parents[0]
             prompt = first.prompt_ids + first.output_ids + prompt
 
-        def record(t_sent: float, error: str | None, reply: _Reply | None = None) -> None:
+        def record(t_sent: float, error: str | None, reply: _Reply | None = None,
+                   throttled: _Throttled | None = None) -> None:
             self._records.append(RequestRecord(
                 rid=rid, client=program.client, program_id=program.program_id, call_index=index,
                 well_behaved=program.well_behaved, t_sent=t_sent,
@@ -166,7 +202,8 @@ class HttpBackend:
                 prompt_tokens=reply.prompt_tokens if reply else len(prompt),
                 cached_tokens=reply.cached_tokens if reply else None,
                 output_tokens=reply.output_tokens if reply else 0,
-                error=error,
+                error=error, throttled=throttled is not None,
+                retry_after_s=throttled.retry_after_s if throttled else None,
             ))
             self._bar.update(1)
 
@@ -181,10 +218,17 @@ class HttpBackend:
                 record(t_sent, "run aborted: " + self._errors[0])
                 futures[index].set_result(_Outcome(ok=False))
                 return
+            throttled = None
             try:
-                reply = await asyncio.wait_for(self._send(rid, program.client, call, prompt), self.timeout_s)
+                headers = identity_headers(program.client, program, index)
+                reply = await asyncio.wait_for(self._send(rid, program.client, call, prompt, headers),
+                                               self.timeout_s)
             except asyncio.TimeoutError:
                 error = f"timeout after {self.timeout_s:g}s"
+            except _Throttled as e:
+                throttled = e
+                self._conn_failures = 0
+                error = f"throttled: {e}"
             except _ServerError as e:
                 error = f"server error: {e}"
             except (aiohttp.ClientError, OSError) as e:
@@ -201,22 +245,25 @@ class HttpBackend:
                 record(t_sent, None, reply)
                 futures[index].set_result(_Outcome(ok=True, prompt_ids=prompt, output_ids=reply.output_ids))
                 return
-        record(t_sent, error)
+        record(t_sent, error, throttled=throttled)
         futures[index].set_result(_Outcome(ok=False))
 
     # ---------------------------------------------------------------- wire
 
-    async def _send(self, rid: str, client: str, call: Call, prompt: list[int]) -> _Reply:
+    async def _send(self, rid: str, client: str, call: Call, prompt: list[int], headers: dict[str, str]) -> _Reply:
         if self.api == "generate":
-            return await self._send_generate(rid, client, call, prompt)
-        return await self._send_openai(rid, client, call, prompt)
+            return await self._send_generate(rid, client, call, prompt, headers)
+        return await self._send_openai(rid, client, call, prompt, headers)
 
-    async def _stream(self, path: str, body: dict, client: str):
+    async def _stream(self, path: str, body: dict, headers: dict[str, str]):
         """Yield each JSON event of a server-sent-events response."""
-        headers = {"X-Client-Id": client}
         async with self._session.post(self.url + path, json=body, headers=headers) as resp:
             if resp.status != 200:
                 text = (await resp.text())[:300]
+                if resp.status == 429:
+                    retry = retry_after_seconds(resp.headers.get("Retry-After"))
+                    after = f"retry after {retry:g} s" if retry is not None else "no Retry-After"
+                    raise _Throttled(f"HTTP 429 ({after}): {text}", retry)
                 raise _ServerError(f"HTTP {resp.status}: {text}")
             async for raw in resp.content:
                 line = raw.decode("utf-8", "replace").strip()
@@ -233,7 +280,8 @@ class HttpBackend:
                     raise _ServerError(str(event["error"])[:300])
                 yield event
 
-    async def _send_generate(self, rid: str, client: str, call: Call, prompt: list[int]) -> _Reply:
+    async def _send_generate(self, rid: str, client: str, call: Call, prompt: list[int],
+                             headers: dict[str, str]) -> _Reply:
         body = {
             "rid": rid,
             "input_ids": prompt,
@@ -245,7 +293,7 @@ class HttpBackend:
         output_ids: list[int] = []
         meta: dict = {}
         t_first = None
-        async for event in self._stream("/generate", body, client):
+        async for event in self._stream("/generate", body, headers):
             meta = event.get("meta_info", meta)
             ids = event.get("output_ids") or []
             total = meta.get("completion_tokens")
@@ -267,7 +315,8 @@ class HttpBackend:
             t_first_token=t_first,
         )
 
-    async def _send_openai(self, rid: str, client: str, call: Call, prompt: list[int]) -> _Reply:
+    async def _send_openai(self, rid: str, client: str, call: Call, prompt: list[int],
+                           headers: dict[str, str]) -> _Reply:
         body = {
             "model": "default",
             "prompt": prompt,
@@ -283,7 +332,7 @@ class HttpBackend:
         usage: dict | None = None
         t_first = None
         saw_ids = False
-        async for event in self._stream("/v1/completions", body, client):
+        async for event in self._stream("/v1/completions", body, headers):
             for choice in event.get("choices") or []:
                 ids = choice.get("token_ids")
                 if ids:

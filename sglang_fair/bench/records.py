@@ -24,6 +24,10 @@ class RequestRecord:
     output_tokens: int
     worker: int | None = None  # data-parallel rank, when known
     error: str | None = None  # None on success; every failure is recorded, never dropped
+    # Refused by the server's policy (HTTP 429, e.g. FairServe's throttling);
+    # an error record with the server's Retry-After, when it gave one.
+    throttled: bool = False
+    retry_after_s: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -40,10 +40,12 @@ def cache_hit_rate(records: list[RequestRecord]) -> float | None:
 def _counts(records: list[RequestRecord], weights: ServiceWeights) -> dict:
     ok = [r for r in records if r.ok]
     lat, failed = program_latencies(records)
+    broken = set(failed)
     return {
         "requests": len(records),
         "requests_ok": len(ok),
         "requests_failed": len(records) - len(ok),
+        "requests_throttled": sum(r.throttled for r in records),
         "programs": len(lat) + len(failed),
         "programs_ok": len(lat),
         "programs_failed": len(failed),
@@ -51,6 +53,8 @@ def _counts(records: list[RequestRecord], weights: ServiceWeights) -> dict:
         "cached_tokens": sum(r.cached_tokens or 0 for r in ok),
         "output_tokens": sum(r.output_tokens for r in ok),
         "service": sum(weights.service(r) for r in ok),
+        # Tokens served to programs that then failed (e.g. throttled mid-way).
+        "wasted_tokens": sum(r.prompt_tokens + r.output_tokens for r in ok if r.program_id in broken),
     }
 
 

@@ -130,7 +130,9 @@ class _Replay:
             self._error(p, i, t, f"prompt of {len(prompt)} tokens + max_new_tokens {call.max_new_tokens} "
                                  f"do not fit the simulated KV pool of {self.pool} tokens")
         else:
-            req = SimRequest(f"{prog.program_id}/{i}", prog.client, prompt, call.max_new_tokens, t, tag=(p, i))
+            # Identity as the live bench sends it (X-App-Id, X-Interaction-Id, X-Interaction-Stage).
+            req = SimRequest(f"{prog.program_id}/{i}", prog.client, prompt, call.max_new_tokens, t, tag=(p, i),
+                             app=prog.kind or None, interaction=prog.program_id, stage=i)
             self.cluster.submit(t, req)
 
     def finished(self, req: SimRequest) -> None:
@@ -148,7 +150,8 @@ class _Replay:
 
     def refused(self, req: SimRequest, message: str) -> None:
         p, i = req.tag  # type: ignore[misc]
-        self._error(p, i, req.t_arrival, message, prompt_tokens=len(req.prompt), worker=req.worker)
+        self._error(p, i, req.t_arrival, message, prompt_tokens=len(req.prompt), worker=req.worker,
+                    throttled=req.retry_after_s is not None, retry_after_s=req.retry_after_s)
 
     def _release_children(self, p: int, i: int, t: float) -> None:
         for child in self.children.get((p, i), ()):
@@ -162,14 +165,14 @@ class _Replay:
                     self._send(p, child, t)
 
     def _error(self, p: int, i: int, t: float, message: str, prompt_tokens: int | None = None,
-               worker: int | None = None) -> None:
+               worker: int | None = None, throttled: bool = False, retry_after_s: float | None = None) -> None:
         prog: Program = self.workload.programs[p]
         call = prog.calls[i]
         self.records[(p, i)] = RequestRecord(
             rid=f"{prog.program_id}/{i}", client=prog.client, program_id=prog.program_id, call_index=i,
             well_behaved=prog.well_behaved, t_sent=t, t_first_token=None, t_done=None,
             prompt_tokens=len(call.tokens) if prompt_tokens is None else prompt_tokens, cached_tokens=None,
-            output_tokens=0, worker=worker, error=message,
+            output_tokens=0, worker=worker, error=message, throttled=throttled, retry_after_s=retry_after_s,
         )
         self.bar.update()
         self._release_children(p, i, t)

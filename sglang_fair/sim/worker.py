@@ -73,6 +73,11 @@ class SimRequest:
     max_new: int
     t_arrival: float
     tag: object = None  # the backend's handle (program, call index)
+    # Application identity (FairServe, Justitia): app type, interaction id, call index.
+    app: str | None = None
+    interaction: str | None = None
+    stage: int | None = None
+    retry_after_s: float | None = None  # set when the policy refused it
     worker: int | None = None
     out: int = 0  # tokens generated so far
     output_ids: tuple[int, ...] = ()
@@ -148,15 +153,17 @@ class SimWorker:
         pool = self.config.kv_pool_tokens
         # Evictable cache counts as free, as in SGLang's token usage.
         usage = (pool - self.available() - self.cache.evictable_size) / pool
-        decision = self.scheduler.check_arrival(req.client, min(max(usage, 0.0), 1.0))
+        decision = self.scheduler.check_arrival(req.client, min(max(usage, 0.0), 1.0), req.app, req.interaction)
         if decision is None:
             return None
+        req.retry_after_s = decision.retry_after_s
         return (f"refused by policy (HTTP 429, {decision.reason}): {decision.message}; "
                 f"retry after {decision.retry_after_s:.3g} s")
 
     def enqueue(self, req: SimRequest) -> None:
         # The prompt goes along as in the binding (Justitia predicts demand from it).
-        req.tracked = self.scheduler.enqueue(req.rid, req.client, len(req.prompt), payload=req, prompt=req.prompt)
+        req.tracked = self.scheduler.enqueue(req.rid, req.client, len(req.prompt), payload=req, prompt=req.prompt,
+                                             app=req.app, interaction=req.interaction, stage=req.stage)
         self.waiting.append(req)
 
     @property

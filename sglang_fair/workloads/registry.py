@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sglang_fair.workloads import chat, judge, qa, synthetic, tot
+from sglang_fair.workloads import apps, chat, judge, qa, synthetic, tot
 from sglang_fair.workloads.context import GenContext
 from sglang_fair.workloads.model import Program, Workload
 from sglang_fair.workloads.spec import ClientSpec, Scenario, load_scenario, scenario_path
@@ -18,6 +18,7 @@ GENERATORS: dict[str, Generator] = {
     "judge": judge.generate,
     "chat": chat.generate,
     "synthetic": synthetic.generate,
+    "apps": apps.generate,
 }
 
 

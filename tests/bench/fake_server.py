@@ -6,7 +6,9 @@ tested against the real SGLang server (test_http_backend_server.py).
 The behaviour is chosen by the request's program id prefix (rid
 ``<behaviour>/...``): ``ok``, ``slow`` (sleeps), ``fail`` (HTTP 500),
 ``drop`` (closes the connection), ``streamerr`` (error event mid-stream),
-``garbage`` (a meta_info that is not an object).
+``garbage`` (a meta_info that is not an object), ``throttle`` (HTTP 429 with
+``Retry-After: 7``), ``throttlenodate`` (HTTP 429 without it). The headers of
+each request are kept in ``headers``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class FakeServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.received: Counter[str] = Counter()
+        self.headers: dict[str, dict[str, str]] = {}
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -74,7 +77,12 @@ class FakeServer:
         body = await request.json()
         rid = body["rid"]
         self.received[rid] += 1
+        self.headers[rid] = dict(request.headers)
         behaviour = rid.split("/", 1)[0]
+        if behaviour == "throttle":
+            return web.Response(status=429, text="too many requests", headers={"Retry-After": "7"})
+        if behaviour == "throttlenodate":
+            return web.Response(status=429, text="too many requests")
         if behaviour == "fail":
             return web.Response(status=500, text="internal error")
         if behaviour == "drop":

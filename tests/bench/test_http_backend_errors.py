@@ -47,6 +47,31 @@ def test_server_500_fails_children_without_sending_them(fake):
     assert all(recs[f"ok/b-{i}"].ok for i in range(3))
 
 
+def test_throttled_call_is_a_recorded_error_with_retry_after(fake):
+    result, recs = run(fake.url, [chain("throttle/a"), chain("throttlenodate/b", n=1), chain("ok/c")])
+    assert result.partial
+    first = recs["throttle/a-0"]
+    assert first.throttled and first.retry_after_s == 7.0 and not first.ok
+    assert first.error.startswith("throttled: HTTP 429 (retry after 7 s)")
+    assert fake.received["throttle/a-0"] == 1  # not retried
+    assert recs["throttle/a-1"].error == "parent failed: throttle/a-0" and not recs["throttle/a-1"].throttled
+    bare = recs["throttlenodate/b-0"]
+    assert bare.throttled and bare.retry_after_s is None and "no Retry-After" in bare.error
+    assert all(recs[f"ok/c-{i}"].ok and not recs[f"ok/c-{i}"].throttled for i in range(3))
+
+
+def test_calls_carry_application_identity_headers(fake):
+    prog = chain("ok/x;1", n=2, client="alice")
+    prog = Program(prog.program_id, prog.client, prog.arrival, prog.calls, kind="summarize")
+    result, recs = run(fake.url, [prog, chain("ok/plain", n=1)])
+    assert not result.partial
+    h0, h1 = fake.headers["ok/x;1-0"], fake.headers["ok/x;1-1"]
+    assert h0["X-Client-Id"] == "alice" and h0["X-App-Id"] == "summarize"
+    assert h0["X-Interaction-Id"] == h1["X-Interaction-Id"] == "ok/x%3B1"  # ';' would split the routing key
+    assert (h0["X-Interaction-Stage"], h1["X-Interaction-Stage"]) == ("0", "1")
+    assert "X-App-Id" not in fake.headers["ok/plain-0"]  # no kind, no app header
+
+
 def test_timeout_is_recorded(fake):
     result, recs = run(fake.url, [chain("slow/a", n=2), chain("ok/b", n=1)], timeout_s=0.3)
     assert recs["slow/a-0"].error == "timeout after 0.3s"

@@ -35,6 +35,22 @@ def test_summary_schema_and_values():
     assert s["clients"]["bad"]["requests_failed"] == 1
 
 
+def test_throttled_requests_and_wasted_tokens():
+    rs = records() + [
+        # an interaction refused at its second call: its first call's tokens were wasted
+        rec("bad", 2, 3, 4, prompt=30, out=6, program="b3", wb=False),
+        rec("bad", 4, None, None, program="b3", call=1, wb=False, error="throttled: HTTP 429"),
+        rec("good", 5, None, None, program="g2", error="throttled: HTTP 429"),
+    ]
+    rs[-2].throttled = rs[-1].throttled = True
+    s = summarize(rs, window_s=1.0)
+    o = s["overall"]
+    assert (o["requests_failed"], o["requests_throttled"]) == (3, 2)
+    assert o["wasted_tokens"] == 30 + 6  # b2 and g2 failed with nothing served; g1 and b1 completed
+    assert s["clients"]["bad"]["requests_throttled"] == 1 and s["clients"]["good"]["requests_throttled"] == 1
+    assert s["clients"]["bad"]["wasted_tokens"] == 36 and s["clients"]["good"]["wasted_tokens"] == 0
+
+
 def test_well_behaved_override_and_cache_rate_absent():
     rs = [rec("a", 0, 1, 2), rec("b", 0, 1, 2)]
     s = summarize(rs, well_behaved={"a": False}, weights=ServiceWeights())

@@ -240,12 +240,47 @@ def test_duplicate_program_ids_are_refused():
 
 def test_policy_refusals_become_error_records():
     """A policy that throttles arrivals (FairServe's per-user limit) is asked before enqueue, as the
-    binding does; a refused call is answered at once (HTTP 429 in a live run) and its children fail."""
+    binding does; a refused call is answered at once (HTTP 429 in a live run, with Retry-After) and
+    its children fail. Calls pass their interaction (the program), so FairServe refuses only the
+    first call of a new interaction, never one inside an interaction it accepted."""
     config = {"fairserve": {"user_limit": 3, "window_s": 600, "overload_kv_usage": 0.0}}
-    wl = tree_workload(programs=2, clients=1)  # 2 programs x 7 calls of one client
+    wl = tree_workload(programs=6, clients=1)  # 6 programs x 7 calls of one client
     result = SimBackend(policy="fairserve", fair={"policy_config": config}).run(wl, progress=False)
     assert len(result.records) == wl.num_calls() and result.partial
     refused = [r for r in result.records if r.error and r.error.startswith("refused by policy (HTTP 429")]
     assert refused and all(r.t_done is None for r in refused)
-    assert sum(r.ok for r in result.records) >= 3
+    assert all(r.throttled and r.retry_after_s >= 1 and r.call_index == 0 for r in refused)
     assert all(r.ok or r.error == "parent failed" or r in refused for r in result.records)
+    # An accepted interaction runs to its end.
+    for pid in {r.program_id for r in result.records if r.call_index == 0 and r.ok}:
+        assert all(r.ok for r in result.records if r.program_id == pid)
+    assert sum(r.ok for r in result.records) >= 7
+
+
+def test_calls_carry_application_identity_to_the_scheduler(monkeypatch):
+    """app = Program.kind, interaction = Program.program_id, stage = call index, prompt = token ids,
+    as the live bench sends them in headers (check_arrival gets app and interaction too)."""
+    from sglang_fair.core import FairScheduler
+
+    seen, arrivals = [], []
+    enqueue, check = FairScheduler.enqueue, FairScheduler.check_arrival
+
+    def spy_enqueue(self, rid, client, input_len, payload=None, **kw):
+        seen.append((rid, kw))
+        return enqueue(self, rid, client, input_len, payload, **kw)
+
+    def spy_check(self, client, kv_usage, app=None, interaction=None):
+        arrivals.append((client, app, interaction))
+        return check(self, client, kv_usage, app, interaction)
+
+    monkeypatch.setattr(FairScheduler, "enqueue", spy_enqueue)
+    monkeypatch.setattr(FairScheduler, "check_arrival", spy_check)
+    wl = tree_workload(programs=1, clients=1)
+    wl.programs = [Program(p.program_id, p.client, p.arrival, p.calls, kind="tot") for p in wl.programs]
+    result = SimBackend(policy="justitia").run(wl, progress=False)
+    assert not result.partial and len(seen) == len(arrivals) == wl.num_calls()
+    by_rid = {r.rid: r for r in result.records}
+    for rid, kw in seen:
+        assert kw["app"] == "tot" and kw["interaction"] == "c0/p0" and kw["stage"] == by_rid[rid].call_index
+        assert len(kw["prompt"]) == by_rid[rid].prompt_tokens
+    assert set(arrivals) == {("client0", "tot", "c0/p0")}
