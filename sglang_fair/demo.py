@@ -3,10 +3,12 @@
 Starts the tiny random-weight model twice on this machine (SGLang's real
 server, ``python -m sglang_fair.launch_server``), once with ``lpm`` and once
 with ``dlpm``, replays the same short multi-client workload against each
-(``configs/synthetic_demo.yaml``: one client floods the server with requests
-sharing a long prefix, two light clients send their own), and prints each
-client's outcome side by side. Run directories with summary.json, records and
-plots land in ``--out``. Takes a few minutes on 2 cores.
+(``configs/apps_demo.yaml``: one client keeps the server flooded with chains
+of calls that share long prefixes, two light clients send short requests of
+their own), and prints each client's outcome side by side. The flood is closed
+loop, so the server is saturated whatever the machine's speed. Run directories
+with summary.json, records and plots land in ``--out``. Takes about five
+minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ SERVER_ARGS = "--max-running-requests 4 --max-total-tokens 4096 --fair-quantum 2
 
 
 def _run(policy: str, out: Path, server_args: str) -> dict:
-    code = bench_main(["run", "--workload", "synthetic", "--scenario", "demo", "--policy", policy,
+    code = bench_main(["run", "--workload", "apps", "--scenario", "demo", "--policy", policy,
                        "--launch", "--launch-args", server_args, "--out", str(out), "--timeout", "600"])
     if code != 0:
         raise SystemExit(f"demo: the {policy} run did not complete (exit {code}); see {out}")

@@ -8,15 +8,22 @@ router no longer knows, after a restart).
 
 The base class keeps the bookkeeping every router shares: which requests are
 in flight on which worker (so ``on_finish`` can decrement the right queue even
-if the backend reports a different worker) and which workers are alive.
+if the backend reports a different worker), which workers are alive, and
+which clients are idle: a client with nothing in flight for
+``idle_timeout_s`` is forgotten (``forget_client``), so per-client state stays
+bounded by the clients active recently. ``clock`` is ``time.monotonic``; a
+backend in virtual time (the simulator) replaces it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S, IdleClients
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +44,7 @@ class Dispatch:
 class Router(ABC):
     name: str
 
-    def __init__(self, num_workers: int) -> None:
+    def __init__(self, num_workers: int, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"a router needs at least one worker, got {num_workers!r}")
         self.num_workers = num_workers
@@ -45,6 +52,8 @@ class Router(ABC):
         self.queue_sizes = [0] * num_workers
         self.alive = [True] * num_workers
         self.inflight: dict[str, Dispatch] = {}
+        self.clients = IdleClients(idle_timeout_s)
+        self.clock: Callable[[], float] = time.monotonic
 
     @abstractmethod
     def route(self, rid: str, client: str, tokens: Sequence[int], max_new_tokens: int) -> int:
@@ -62,6 +71,7 @@ class Router(ABC):
             return
         self.queue_sizes[dispatch.worker] -= 1
         self._finished(rid, dispatch, max(0, int(output_tokens)))
+        self.clients.finished(dispatch.client, self.clock())
 
     def on_cached(self, worker: int, tokens: Sequence[int]) -> None:
         """``worker`` now caches the prefix ``tokens`` (from KV events)."""
@@ -71,6 +81,9 @@ class Router(ABC):
 
     def on_cache_cleared(self, worker: int) -> None:
         """Nothing is known any more of ``worker``'s cache (flushed, or feedback lost)."""
+
+    def forget_client(self, client: str) -> None:
+        """``client`` has been idle for ``idle_timeout_s``: drop its per-client state."""
 
     def on_worker_down(self, worker: int) -> list[str]:
         """Stop routing to ``worker`` and drop what is known of its cache.
@@ -82,8 +95,9 @@ class Router(ABC):
         self._check_worker(worker)
         self.alive[worker] = False
         lost = [rid for rid, d in self.inflight.items() if d.worker == worker]
+        now = self.clock()
         for rid in lost:
-            del self.inflight[rid]
+            self.clients.finished(self.inflight.pop(rid).client, now)
         self.queue_sizes[worker] = 0
         return lost
 
@@ -105,6 +119,9 @@ class Router(ABC):
             raise ValueError(f"router {self.name}: request id {rid!r} is already in flight")
         self.inflight[rid] = Dispatch(client, worker, input_len)
         self.queue_sizes[worker] += 1
+        self.clients.dispatched(client)
+        for gone in self.clients.sweep(self.clock()):
+            self.forget_client(gone)
         return worker
 
     def _finished(self, rid: str, dispatch: Dispatch, output_tokens: int) -> None:

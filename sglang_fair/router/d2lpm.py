@@ -19,8 +19,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from sglang_fair.router.base import Dispatch, Router
-from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, RadixIndex
+from sglang_fair.router.base import Dispatch
+from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
+from sglang_fair.router.indexed import IndexedRouter
+from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS
 
 DEFAULT_WORKER_QUANTUM = 10_000.0  # middle of the paper's Q^w sweep (2,000 .. 40,000)
 
@@ -37,7 +39,7 @@ def check_weight(name: str, value: float) -> float:
     return float(value)
 
 
-class D2LPMRouter(Router):
+class D2LPMRouter(IndexedRouter):
     name = "d2lpm"
 
     def __init__(
@@ -47,14 +49,14 @@ class D2LPMRouter(Router):
         input_weight: float = 1.0,
         output_weight: float = 2.0,
         index_capacity_tokens: int = DEFAULT_CAPACITY_TOKENS,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     ) -> None:
-        super().__init__(num_workers)
+        super().__init__(num_workers, index_capacity_tokens, idle_timeout_s)
         self.quantum = check_quantum(quantum)
         self.input_weight = check_weight("input weight w_e", input_weight)
         self.output_weight = check_weight("output weight w_q", output_weight)
         if self.input_weight == 0 and self.output_weight == 0:
             raise ValueError("router input and output weights cannot both be 0")
-        self.index = RadixIndex(num_workers, index_capacity_tokens)
         # q_{i,w}: client -> one counter per worker, all starting at 0 (Algorithm 2).
         self.deficits: dict[str, list[float]] = {}
         self.refills = 0  # how many times some client's counters were refilled
@@ -85,24 +87,11 @@ class D2LPMRouter(Router):
         cand = [w for w in avail if holders >> w & 1]
         return self.least_loaded(cand or avail)
 
+    def forget_client(self, client: str) -> None:
+        # Idle for idle_timeout_s: it returns with fresh counters, like a new client.
+        self.deficits.pop(client, None)
+
     def _finished(self, rid: str, dispatch: Dispatch, output_tokens: int) -> None:
         q = self.deficits.get(dispatch.client)
         if q is not None:
             q[dispatch.worker] -= self.output_weight * output_tokens
-
-    def on_cached(self, worker: int, tokens: Sequence[int]) -> None:
-        if 0 <= worker < self.num_workers and self.alive[worker] and tokens:
-            self.index.insert(tokens, worker)
-
-    def on_evicted(self, worker: int, tokens: Sequence[int]) -> None:
-        if 0 <= worker < self.num_workers:
-            self.index.prune(tokens, worker)
-
-    def on_cache_cleared(self, worker: int) -> None:
-        if 0 <= worker < self.num_workers:
-            self.index.drop_worker(worker)
-
-    def on_worker_down(self, worker: int) -> list[str]:
-        lost = super().on_worker_down(worker)
-        self.index.drop_worker(worker)
-        return lost

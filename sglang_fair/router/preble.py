@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sglang_fair.router.base import Dispatch, Router
+from sglang_fair.router.base import Dispatch
 from sglang_fair.router.d2lpm import check_weight
-from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, RadixIndex, workers_of
+from sglang_fair.router.indexed import IndexedRouter
+from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, workers_of
 
 
-class PrebleRouter(Router):
+class PrebleRouter(IndexedRouter):
     name = "preble"
 
     def __init__(
@@ -38,14 +39,13 @@ class PrebleRouter(Router):
         rebalance_min_work: float = 4096.0,
         index_capacity_tokens: int = DEFAULT_CAPACITY_TOKENS,
     ) -> None:
-        super().__init__(num_workers)
+        super().__init__(num_workers, index_capacity_tokens)
         self.prefill_cost = check_weight("prefill cost", prefill_cost)
         self.decode_cost = check_weight("decode cost", decode_cost)
         if not rebalance_ratio >= 1:
             raise ValueError(f"preble rebalance ratio must be >= 1, got {rebalance_ratio!r}")
         self.rebalance_ratio = float(rebalance_ratio)
         self.rebalance_min_work = check_weight("rebalance_min_work", rebalance_min_work)
-        self.index = RadixIndex(num_workers, index_capacity_tokens)
         self.load = [0.0] * num_workers
         self._work: dict[str, float] = {}
 
@@ -74,22 +74,9 @@ class PrebleRouter(Router):
     def _finished(self, rid: str, dispatch: Dispatch, output_tokens: int) -> None:
         self.load[dispatch.worker] = max(0.0, self.load[dispatch.worker] - self._work.pop(rid, 0.0))
 
-    def on_cached(self, worker: int, tokens: Sequence[int]) -> None:
-        if 0 <= worker < self.num_workers and self.alive[worker] and tokens:
-            self.index.insert(tokens, worker)
-
-    def on_evicted(self, worker: int, tokens: Sequence[int]) -> None:
-        if 0 <= worker < self.num_workers:
-            self.index.prune(tokens, worker)
-
-    def on_cache_cleared(self, worker: int) -> None:
-        if 0 <= worker < self.num_workers:
-            self.index.drop_worker(worker)
-
     def on_worker_down(self, worker: int) -> list[str]:
         lost = super().on_worker_down(worker)
         for rid in lost:
             self._work.pop(rid, None)
         self.load[worker] = 0.0
-        self.index.drop_worker(worker)
         return lost

@@ -74,6 +74,7 @@ class SimCluster:
 
             router_factory = make_router
         self.router = router_factory(config.router, config.num_workers, **config.router_options)
+        self.router.clock = lambda: self.now  # idle clients are forgotten in virtual time
         self._feed_cached = _overrides(self.router, "on_cached")
         feed_evicted = _overrides(self.router, "on_evicted")
         self.workers = [

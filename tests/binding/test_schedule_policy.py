@@ -100,3 +100,14 @@ def test_client_identity_is_normalized(sglang_runtime, fair_config):
     none = make_req("y", [1, 2], None)
     assert policy.track(odd).client.startswith("~")
     assert policy.track(none).client == "default"
+
+
+def test_chunked_prefill_is_charged_once_for_its_whole_extend(sglang_runtime, fair_config):
+    fair_config()
+    policy, tree, alloc = _setup("dlpm")
+    long_req = make_req("long", [700 + j for j in range(100)], "alice")
+    enqueue(policy, [long_req])
+    admitted = admission_pass(policy, tree, alloc, [long_req], rem_input_tokens=1000, rem_chunk_tokens=32)
+    assert admitted == [long_req]
+    assert long_req.extend_end == 32  # SGLang admitted only the first chunk...
+    assert policy.fair.ledger.get("alice").service == pytest.approx(100)  # ...we charged the whole extend
