@@ -40,19 +40,21 @@ class ClientMetrics:
         }
         self._next_update = 0.0
 
+    def forget(self, clients: list[str]) -> None:
+        """Remove the series of clients whose state was dropped as idle."""
+        for client in clients:
+            for gauge in self.gauges.values():
+                try:
+                    gauge.remove(client, self.dp_rank)
+                except KeyError:  # never exported (e.g. no counter for this policy)
+                    pass
+
     def maybe_update(self, fair_policy) -> None:
         now = time.monotonic()
         if now < self._next_update:
             return
         self._next_update = now + 1.0
         fair = fair_policy.fair
-        for client in fair_policy.forgotten_clients:
-            for gauge in self.gauges.values():
-                try:
-                    gauge.remove(client, self.dp_rank)
-                except KeyError:
-                    pass
-        fair_policy.forgotten_clients.clear()
         for client, activity in fair.activity.items():
             values = {
                 "client_queued_requests": activity.queued,

@@ -45,8 +45,6 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         super().__init__(base, tree_cache, *args, **kwargs)
         self.fair = FairScheduler(options)
         self._next_idle_sweep = 0.0
-        # Clients dropped since the metrics last looked (their series are removed).
-        self.forgotten_clients: list[str] = []
         logger.info(
             "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s",
             policy,
@@ -108,13 +106,16 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         if req.finished():
             self.fair.finish(tracked)
 
-    def sweep_idle_clients(self) -> None:
-        """Drop idle clients' state, at most once a second (memory stays bounded)."""
+    def sweep_idle_clients(self) -> list[str]:
+        """Drop idle clients' state, at most once a second (memory stays bounded).
+
+        Returns the clients dropped now.
+        """
         now = time.monotonic()
-        if now >= self._next_idle_sweep:
-            self._next_idle_sweep = now + 1.0
-            for client in self.fair.collect_idle():
-                self.forgotten_clients.append(client)
+        if now < self._next_idle_sweep:
+            return []
+        self._next_idle_sweep = now + 1.0
+        return self.fair.collect_idle()
 
     def reconcile_queue(self, waiting_queue: list) -> None:
         """Bring the tracked queue in line with SGLang's after paths we do not hook.

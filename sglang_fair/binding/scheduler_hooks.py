@@ -117,9 +117,10 @@ def charge_outputs(result, scheduler, batch, *args, **kwargs):
     if fair is not None and batch is not None:
         for req in batch.reqs:
             fair.on_progress(req)
-        fair.sweep_idle_clients()
+        gone = fair.sweep_idle_clients()
         metrics = _client_metrics(scheduler)
         if metrics is not None:
+            metrics.forget(gone)
             metrics.maybe_update(fair)
     return result
 

@@ -21,3 +21,4 @@ def test_launch_runs_the_policy_and_stops_the_server(tmp_path, capsys):
     assert s["run"]["backend"] == "launch" and s["run"]["policy"] == "vtc"
     assert s["overall"]["requests_ok"] == 9
     assert s["run"]["backend_meta"]["url"].startswith("http://127.0.0.1:")
+    assert "POST /generate" in (out / "server.log").read_text()  # the server's log stays with the run
