@@ -85,46 +85,12 @@ class RadixCache:
         """Longest cached prefix of ``tokens``; refreshes LRU stamps on its path."""
         if not tokens:
             return Match(0, self.root)
-        now = next(self._clock)
-        node = self.root
-        node.last_access = now
-        pos, n = 0, len(tokens)
-        while pos < n:
-            child = node.children.get(tokens[pos])
-            if child is None:
-                break
-            self._touch(child, now)
-            klen = len(child.key)
-            if pos + klen <= n and child.key == tuple(tokens[pos : pos + klen]):
-                pos += klen
-                node = child
-                continue
-            split = _common_prefix(child.key, tokens, pos)
-            node = self._split(child, split)
-            pos += split
-            break
-        return Match(pos, node)
+        return Match(*self._descend(tokens))
 
     def insert(self, tokens: Sequence[int]) -> int:
         """Store ``tokens``; returns how many were already cached."""
-        now = next(self._clock)
-        node = self.root
-        node.last_access = now
-        pos, n = 0, len(tokens)
-        while pos < n:
-            child = node.children.get(tokens[pos])
-            if child is None:
-                break
-            self._touch(child, now)
-            klen = len(child.key)
-            if pos + klen <= n and child.key == tuple(tokens[pos : pos + klen]):
-                pos += klen
-                node = child
-                continue
-            split = _common_prefix(child.key, tokens, pos)
-            pos += split
-            node = self._split(child, split)
-            break
+        pos, node = self._descend(tokens)
+        n = len(tokens)
         if pos < n:
             leaf = Node(tuple(tokens[pos:]), node, next(self._clock))
             node.children[leaf.key[0]] = leaf
@@ -132,6 +98,32 @@ class RadixCache:
             self._update_leaf(node)
             self._update_leaf(leaf)
         return pos
+
+    def _descend(self, tokens: Sequence[int]) -> tuple[int, Node]:
+        """Walk the longest cached prefix of ``tokens``, touching the nodes on the way.
+
+        A match that ends inside a node splits it there (as SGLang does), so the
+        returned node always ends exactly at the matched length.
+        """
+        now = next(self._clock)
+        node = self.root
+        node.last_access = now
+        pos, n = 0, len(tokens)
+        while pos < n:
+            child = node.children.get(tokens[pos])
+            if child is None:
+                break
+            self._touch(child, now)
+            klen = len(child.key)
+            if pos + klen <= n and child.key == tuple(tokens[pos : pos + klen]):
+                pos += klen
+                node = child
+                continue
+            split = _common_prefix(child.key, tokens, pos)
+            node = self._split(child, split)
+            pos += split
+            break
+        return pos, node
 
     def _split(self, child: Node, at: int) -> Node:
         """Cut ``child`` after ``at`` tokens; returns the new upper node."""
