@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import asdict
 
-from sglang_fair.core.options import FairOptions, OptionError
+from sglang_fair.core.options import FairOptions, OptionError, json_object
 
 ENV_VAR = "SGLANG_FAIR_CONFIG"
 
@@ -27,12 +27,7 @@ def load(policy: str) -> FairOptions:
     raw = os.environ.get(ENV_VAR)
     fields: dict = {}
     if raw:
-        try:
-            fields = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise OptionError(f"{ENV_VAR} is not valid JSON: {exc}") from None
-        if not isinstance(fields, dict):
-            raise OptionError(f"{ENV_VAR} must hold a JSON object")
+        fields = json_object(raw, ENV_VAR)
         unknown = set(fields) - set(FairOptions.__dataclass_fields__)
         if unknown:
             raise OptionError(f"{ENV_VAR}: unknown option(s) {', '.join(sorted(unknown))}")

@@ -58,6 +58,7 @@ import zmq
 from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
 from sglang_fair.core.clients import normalize_client_id
+from sglang_fair.core.options import json_object
 from sglang_fair.router import ROUTERS, NoLiveWorkerError, Router, make_router
 
 logger = logging.getLogger(__name__)
@@ -114,14 +115,7 @@ def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
 
 def router_config(method: str, quantum: float | None, options_json: str | None) -> dict:
     """The router configuration from the CLI values; raises ValueError naming the bad option."""
-    options: dict = {}
-    if options_json:
-        try:
-            options = json.loads(options_json)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--fair-router-options is not valid JSON: {exc}") from None
-        if not isinstance(options, dict):
-            raise ValueError("--fair-router-options must be a JSON object")
+    options = json_object(options_json, "--fair-router-options") if options_json else {}
     if quantum is not None:
         options["quantum"] = quantum
     return {"method": method, "options": options}

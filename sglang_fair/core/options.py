@@ -6,6 +6,7 @@ so that a server never starts with a meaningless setting.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -93,6 +94,17 @@ def parse_client_weights(text: str | None) -> dict[str, float]:
         except ValueError:
             raise OptionError(f"--fair-client-weights: weight of {name.strip()!r} is not a number: {value!r}") from None
     return weights
+
+
+def json_object(text: str, name: str) -> dict:
+    """Parse ``text`` as a JSON object; the error names ``name`` (an option or variable)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OptionError(f"{name} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise OptionError(f"{name} must be a JSON object")
+    return value
 
 
 def _positive(option: str, value: float) -> None:

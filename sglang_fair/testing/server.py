@@ -260,7 +260,7 @@ class LocalServer:
             self._proc.wait()
         # Children can outlive the leader for a moment; give them a short grace.
         deadline = time.monotonic() + 5.0
-        while _group_alive(pgid) and time.monotonic() < deadline:
+        while process_group_alive(pgid) and time.monotonic() < deadline:
             time.sleep(0.1)
         _signal_group(pgid, signal.SIGKILL)
         code = self._proc.returncode
@@ -308,7 +308,8 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass  # already gone
 
 
-def _group_alive(pgid: int) -> bool:
+def process_group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still exists."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

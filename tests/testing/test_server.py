@@ -14,6 +14,7 @@ from sglang_fair.testing.server import (
     cpu_bind_groups,
     parallel_world_size,
     pick_free_port,
+    process_group_alive,
 )
 from sglang_fair.testing.tiny_model import TinyLlamaSpec
 
@@ -33,14 +34,6 @@ def _generate(server: LocalServer, input_ids: list[int], max_new_tokens: int = 8
 def _prompt(seed: int, length: int) -> list[int]:
     """Distinct deterministic prompts per seed, so tests do not share cached prefixes."""
     return [FIRST_PLAIN_ID + (seed * 7919 + i * 31) % (VOCAB - FIRST_PLAIN_ID) for i in range(length)]
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -101,14 +94,14 @@ def test_invalid_request_gets_an_error_and_server_survives(server):
 @pytest.mark.server  # last of the tests sharing `server` on purpose: it shuts it down
 def test_sigterm_shutdown_leaves_no_process(server):
     pgid = server.pid  # the server leads its own process group
-    assert _group_alive(pgid)
+    assert process_group_alive(pgid)
     os.kill(pgid, signal.SIGTERM)
     # SGLang's own handler must stop every process; LocalServer.stop() would SIGKILL leftovers.
     deadline = time.monotonic() + 30
-    while (server.poll() is None or _group_alive(pgid)) and time.monotonic() < deadline:
+    while (server.poll() is None or process_group_alive(pgid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert server.poll() is not None, "server still running 30 s after SIGTERM"
-    assert not _group_alive(pgid), "a server child process outlived SIGTERM"
+    assert not process_group_alive(pgid), "a server child process outlived SIGTERM"
     server.stop()
 
 
