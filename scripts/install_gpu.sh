@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install sglang-fair on a GPU machine: SGLang 0.5.23 with its normal
-# dependencies (CUDA torch, sglang-kernel, FlashInfer, ...), then the project.
+# dependencies (CUDA torch, sglang-kernel, FlashInfer, ...), then the project
+# with Ray (for --use-ray).
 # Not for CPU-only machines (use scripts/install_cpu.sh), and never together
 # with support/cpu_shims, which would shadow the real sgl_kernel/torchvision.
 #
@@ -16,4 +17,4 @@ if [[ ! -x "$VENV/bin/python" ]]; then
     "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install "sglang==0.5.23"
-"$VENV/bin/python" -m pip install -e "$REPO[test]"
+"$VENV/bin/python" -m pip install -e "$REPO[test,ray]"

@@ -3,72 +3,47 @@
 ``register_hooks()`` (called by the plugin entry point in every SGLang
 process) makes ``--load-balance-method d2lpm`` (or ``per_client_round_robin``,
 ``shortest_queue``, ``preble``, ``cache_aware``) work on stock
-``python -m sglang.launch_server --dp N``. ``round_robin`` stays SGLang's own.
+``python -m sglang.launch_server --dp N``, with the process backend or Ray's
+(``--use-ray``, see ``ray_backend``). ``round_robin`` stays SGLang's own. The
+command line is ``router_cli``'s, the workers' reports ``router_feedback``'s;
+this module is the controller side:
 
-Hooks:
-
-* AFTER ``ServerArgs.add_cli_args``: the methods join ``--load-balance-method``'s
-  choices; ``--fair-router-quantum`` (Q^w) and ``--fair-router-options`` (JSON
-  of any router option) are added.
-* BEFORE ``ServerArgs.from_cli_args``: the router is built once to validate
-  the options (bad ones stop the launch with a message), KV events are turned
-  on unless the user configured them (publishers connect to loopback ports
-  the controller binds), and the configuration is exported in
-  ``SGLANG_FAIR_ROUTER_CONFIG`` for the spawned controller.
-* AROUND ``LoadBalanceMethod.from_str``: our names resolve to ``ROUND_ROBIN``
-  so the stock controller initialises; its dispatch is then replaced.
-* AROUND ``DataParallelController.__init__``: before the schedulers are
-  spawned, bind the completion side channel (an IPC PULL socket whose address
-  the schedulers inherit in ``SGLANG_FAIR_ROUTER_FEEDBACK``) and one KV event
-  SUB socket per rank (bound where the publishers connect, or connected to
-  the publishers the user configured).
+* AROUND ``DataParallelController.__init__``: before the schedulers start,
+  bind the completion side channel (a PULL socket whose address the
+  schedulers find in ``SGLANG_FAIR_ROUTER_FEEDBACK``) and one KV event SUB
+  socket per rank (bound where the publishers connect, or connected to the
+  publishers the user configured).
 * AROUND ``DataParallelController.event_loop``: poll the tokenizer, the side
   channel and the KV event sockets together (no busy loop), watch the
-  scheduler processes, warn about workers that stop reporting.
-* AFTER ``Scheduler.__init__``: the scheduler announces its pid for its rank,
-  so the controller can watch it.
-* AFTER ``SchedulerOutputStreamer.stream_output`` and
-  ``Scheduler.send_abort_output`` (in each scheduler): push ``(rid, client,
-  output tokens)`` of finished, rejected or aborted requests to the
-  controller, non-blocking (a full queue drops the report and counts it, it
-  never stalls the worker).
+  workers, warn about workers that stop reporting.
 
-A scheduler process that dies: the router stops routing to it and drops its
-cache entries, and every request in flight on it (queued or running) gets one
-explicit error (finish reason ``abort``, status 503) from the controller; a
-late report from it is ignored. Requests are not re-dispatched, because the
-router cannot know whether one had already streamed tokens to its client.
+A worker that dies (its scheduler process exits; under Ray, its actor's event
+loop ends): the router stops routing to it and drops its cache entries, and
+every request in flight on it (queued or running) gets one explicit error
+(finish reason ``abort``, status 503) from the controller; a late report from
+it is ignored. Requests are not re-dispatched, because the router cannot know
+whether one had already streamed tokens to its client.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import random
-import socket
-import sys
 import time
-import uuid
 
 import msgspec
 import psutil
 import zmq
 from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
+from sglang_fair.binding import router_cli, router_feedback
+from sglang_fair.binding.router_cli import FAIR_METHODS
 from sglang_fair.core.clients import normalize_client_id
-from sglang_fair.core.options import json_object
-from sglang_fair.router import ROUTERS, NoLiveWorkerError, Router, make_router
+from sglang_fair.router import NoLiveWorkerError, Router, make_router
 
 logger = logging.getLogger(__name__)
-
-# Names SGLang already has keep SGLang's implementation.
-STOCK_METHODS = ("round_robin",)
-FAIR_METHODS = tuple(name for name in ROUTERS if name not in STOCK_METHODS)
-CONFIG_ENV = "SGLANG_FAIR_ROUTER_CONFIG"
-FEEDBACK_ENV = "SGLANG_FAIR_ROUTER_FEEDBACK"
-KV_PORT_ENV = "SGLANG_FAIR_ROUTER_KV_PORT"  # first of N consecutive ports; default: random free range
 
 POLL_MS = 50
 LIVENESS_EVERY_S = 0.5
@@ -84,100 +59,17 @@ _STREAMER = "sglang.srt.managers.scheduler_components.output_streamer.SchedulerO
 
 def register_hooks() -> None:
     hooks = [
-        ("sglang.srt.server_args.ServerArgs.add_cli_args", extend_cli, HookType.AFTER),
-        ("sglang.srt.server_args.ServerArgs.from_cli_args", prepare_router_args, HookType.BEFORE),
-        (f"{_DPC}.LoadBalanceMethod.from_str", resolve_method, HookType.AROUND),
+        ("sglang.srt.server_args.ServerArgs.add_cli_args", router_cli.extend_cli, HookType.AFTER),
+        ("sglang.srt.server_args.ServerArgs.from_cli_args", router_cli.prepare_router_args, HookType.BEFORE),
+        (f"{_DPC}.LoadBalanceMethod.from_str", router_cli.resolve_method, HookType.AROUND),
         (f"{_DPC}.DataParallelController.__init__", init_controller, HookType.AROUND),
         (f"{_DPC}.DataParallelController.event_loop", run_event_loop, HookType.AROUND),
-        (f"{_SCHEDULER}.__init__", announce_worker, HookType.AFTER),
-        (_STREAMER, report_finished, HookType.AFTER),
-        (f"{_SCHEDULER}.send_abort_output", report_aborted, HookType.AFTER),
+        (f"{_SCHEDULER}.__init__", router_feedback.announce_worker, HookType.AFTER),
+        (_STREAMER, router_feedback.report_finished, HookType.AFTER),
+        (f"{_SCHEDULER}.send_abort_output", router_feedback.report_aborted, HookType.AFTER),
     ]
     for target, hook, kind in hooks:
         HookRegistry.register(target, hook, kind)
-
-
-# ---- launcher side: CLI and validation ---------------------------------------------
-
-
-def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
-    for action in parser._actions:
-        if "--load-balance-method" in action.option_strings and action.choices is not None:
-            action.choices = list(action.choices) + [m for m in FAIR_METHODS if m not in action.choices]
-    if not any("--fair-router-quantum" in a.option_strings for a in parser._actions):
-        group = parser.add_argument_group("sglang-fair router", "Data-parallel routing (D2LPM and baselines)")
-        group.add_argument("--fair-router-quantum", type=float, default=None,
-                           help="D2LPM worker quantum Q^w (default: the router's own).")
-        group.add_argument("--fair-router-options", type=str, default=None,
-                           help='JSON object of router options, e.g. \'{"index_capacity_tokens": 2000000}\'.')
-    return result
-
-
-def router_config(method: str, quantum: float | None, options_json: str | None) -> dict:
-    """The router configuration from the CLI values; raises ValueError naming the bad option."""
-    options = json_object(options_json, "--fair-router-options") if options_json else {}
-    if quantum is not None:
-        options["quantum"] = quantum
-    return {"method": method, "options": options}
-
-
-def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
-    """BEFORE ``ServerArgs.from_cli_args``: validate, export, and turn on KV events.
-
-    ServerArgs is read-only once resolved, so the KV event publishers are
-    configured here, on the parsed arguments: each rank's publisher connects
-    to ``127.0.0.1:<port + rank>``, where the controller will bind.
-    """
-    method = getattr(args, "load_balance_method", None)
-    if method not in FAIR_METHODS:
-        return None
-    try:
-        config = router_config(method, getattr(args, "fair_router_quantum", None),
-                               getattr(args, "fair_router_options", None))
-        dp_size = max(1, int(getattr(args, "dp_size", 1) or 1))
-        make_router(method, dp_size, **config["options"])
-        if not getattr(args, "kv_events_config", None):
-            config["kv_port"] = _pick_kv_ports(dp_size)
-            args.kv_events_config = json.dumps(
-                {"publisher": "zmq", "endpoint": f"tcp://127.0.0.1:{config['kv_port']}", "bind": False, "topic": ""}
-            )
-    except (ValueError, TypeError, RuntimeError) as exc:
-        sys.exit(f"sglang-fair: error: --load-balance-method {method}: {exc}")
-    os.environ[CONFIG_ENV] = json.dumps(config)
-    return None
-
-
-def _pick_kv_ports(count: int) -> int:
-    """First of ``count`` consecutive free loopback ports ($SGLANG_FAIR_ROUTER_KV_PORT if set)."""
-    fixed = os.environ.get(KV_PORT_ENV)
-    if fixed:
-        try:
-            return int(fixed)
-        except ValueError:
-            raise ValueError(f"{KV_PORT_ENV} must be a port number, got {fixed!r}") from None
-    for _ in range(50):
-        base = random.randrange(20000, 60000 - count)
-        if all(_port_free(base + i) for i in range(count)):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports for KV events; set {KV_PORT_ENV}")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def resolve_method(original, cls, method: str):
-    if isinstance(method, str) and method.lower() in FAIR_METHODS:
-        return cls.ROUND_ROBIN  # placeholder: init_controller swaps the dispatch
-    return original(cls, method)
-
-
-# ---- controller side -----------------------------------------------------------------
 
 
 def init_controller(original, controller, server_args, port_args, *args, **kwargs):
@@ -207,14 +99,6 @@ def run_event_loop(original, controller, *args, **kwargs):
     return binding.serve()
 
 
-def _load_config(method: str) -> dict:
-    raw = os.environ.get(CONFIG_ENV)
-    config = json.loads(raw) if raw else {"method": method, "options": {}}
-    if config.get("method") != method:
-        config = {"method": method, "options": {}}
-    return config
-
-
 class RouterBinding:
     """The router, its feedback sockets and the controller it dispatches for."""
 
@@ -231,6 +115,7 @@ class RouterBinding:
         self.to_tokenizer: zmq.Socket | None = None
         self.reply_route: dict[str, object] = {}  # rid -> http_worker_ipc, to send errors back
         self.worker_pids: dict[int, set[int]] = {}  # rank -> scheduler pids, from their hello
+        self.ray_loops: list[list] | None = None  # rank -> its actors' event loop refs (Ray backend)
         now = time.monotonic()
         self.last_report = [now] * router.num_workers
         self.last_warned = [0.0] * router.num_workers
@@ -241,18 +126,17 @@ class RouterBinding:
 
     @classmethod
     def create(cls, method: str, num_workers: int, server_args) -> RouterBinding:
-        config = _load_config(method)
+        config = router_cli.load_config(method)
         router = make_router(method, num_workers, **config["options"])
         context = zmq.Context.instance()
         feedback = context.socket(zmq.PULL)
-        name = f"sglang_fair_router_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-        # Linux abstract socket: no file is left behind when the server is killed.
-        endpoint = f"ipc://@{name}" if sys.platform == "linux" else f"ipc:///tmp/{name}"
+        # Fixed in advance when the workers' environment was set before now (Ray).
+        endpoint = config.get("feedback") or router_cli.feedback_endpoint()
         feedback.bind(endpoint)
-        os.environ[FEEDBACK_ENV] = endpoint  # inherited by the schedulers spawned next
+        os.environ[router_feedback.FEEDBACK_ENV] = endpoint  # inherited by the schedulers spawned next
         kv: list[zmq.Socket] = []
         if "kv_port" in config:
-            kv = _bind_kv_sockets(context, int(config["kv_port"]), num_workers)
+            kv = _bind_kv_sockets(context, router_cli.router_host(), int(config["kv_port"]), num_workers)
         elif getattr(server_args, "kv_events_config", None):
             kv = _subscribe_user_kv_events(context, server_args.kv_events_config, num_workers)
         else:
@@ -265,6 +149,9 @@ class RouterBinding:
         self.controller = controller
         controller.dispatching = self.dispatch
         self.to_tokenizer = get_zmq_socket(self.context, zmq.PUSH, port_args.tokenizer_ipc_name, False)
+        refs = getattr(controller, "event_loop_refs", None)  # only SGLang's RayDataParallelController has them
+        if refs:
+            self.ray_loops = loops_per_rank(refs, self.router.num_workers)
 
     def close(self) -> None:
         for sock in [self.feedback, *self.kv_sockets]:
@@ -374,7 +261,9 @@ class RouterBinding:
             return
         self.last_report[rank] = time.monotonic()
         if kind == "hello":
-            self.worker_pids.setdefault(rank, set()).add(pid)
+            if pid not in self.worker_pids.setdefault(rank, set()):
+                self.worker_pids[rank].add(pid)
+                logger.info("sglang-fair router: worker %d is process %d", rank, pid)
             return
         for rid, out in reports:
             self.reply_route.pop(rid, None)
@@ -395,16 +284,16 @@ class RouterBinding:
 
     def check_workers(self, now: float) -> None:
         router = self.router
-        for rank, pids in self.worker_pids.items():
-            if router.alive[rank] and not all(self._pid_alive(pid) for pid in pids):
+        for rank in self._dead_workers():
+            if router.alive[rank]:
                 self.worker_died(rank)
         missing = [r for r in range(router.num_workers) if r not in self.worker_pids]
         if missing and not self.unannounced_warned and now - self.started > HELLO_WAIT_S:
             self.unannounced_warned = True
             logger.warning(
-                "sglang-fair router: workers %s never reported (side channel %s unreachable, e.g. Ray actors "
-                "or other nodes?): their deaths go unnoticed and their queue sizes only grow",
-                missing, os.environ.get(FEEDBACK_ENV),
+                "sglang-fair router: workers %s never reported (side channel %s unreachable from their node? "
+                "see SGLANG_FAIR_ROUTER_HOST): their queue sizes only grow",
+                missing, os.environ.get(router_feedback.FEEDBACK_ENV),
             )
         for rank in range(router.num_workers):
             silent = now - self.last_report[rank]
@@ -415,6 +304,16 @@ class RouterBinding:
                         "sglang-fair router: worker %d has %d requests in flight and has not run a batch for %.0f s",
                         rank, router.queue_sizes[rank], silent,
                     )
+
+    def _dead_workers(self) -> list[int]:
+        if self.ray_loops is not None:
+            import ray
+
+            # An actor's event loop only returns when the actor is gone (or crashed).
+            return [rank for rank, refs in enumerate(self.ray_loops)
+                    if ray.wait(refs, num_returns=len(refs), timeout=0)[0]]
+        # Pids are this node's: the process backend runs every scheduler here.
+        return [rank for rank, pids in self.worker_pids.items() if not all(self._pid_alive(pid) for pid in pids)]
 
     def _pid_alive(self, pid: int) -> bool:
         for proc in self.controller.scheduler_procs:
@@ -436,7 +335,13 @@ class RouterBinding:
             self.reply_error(rid, self.reply_route.pop(rid, None), f"data-parallel worker {rank} died")
 
 
-def _bind_kv_sockets(context: zmq.Context, base: int, num_workers: int) -> list[zmq.Socket]:
+def loops_per_rank(refs: list, num_ranks: int) -> list[list]:
+    """Split the actors' event loop refs by rank: SGLang launches rank by rank, tp x pp actors each."""
+    per_rank = len(refs) // num_ranks
+    return [refs[r * per_rank:(r + 1) * per_rank] for r in range(num_ranks)]
+
+
+def _bind_kv_sockets(context: zmq.Context, host: str, base: int, num_workers: int) -> list[zmq.Socket]:
     """SUB sockets on ``base + rank``, where the ranks' publishers connect."""
     socks: list[zmq.Socket] = []
     try:
@@ -445,7 +350,7 @@ def _bind_kv_sockets(context: zmq.Context, base: int, num_workers: int) -> list[
             socks.append(sock)
             sock.setsockopt(zmq.SUBSCRIBE, b"")
             sock.setsockopt(zmq.RCVHWM, 100_000)
-            sock.bind(f"tcp://127.0.0.1:{base + rank}")
+            sock.bind(f"tcp://{host}:{base + rank}")
     except zmq.ZMQError as exc:
         for sock in socks:
             sock.close(linger=0)
@@ -474,87 +379,3 @@ def _subscribe_user_kv_events(context: zmq.Context, config_json: str, num_worker
         sock.connect(f"tcp://{host}:{int(port) + rank}")
         socks.append(sock)
     return socks
-
-
-# ---- scheduler side: the completion side channel ----------------------------------
-
-_sender: zmq.Socket | None | bool = False  # False: not looked up yet in this process
-_dropped = 0
-_last_sent = 0.0
-HEARTBEAT_S = 5.0  # a worker running batches reports at least this often
-
-
-def _feedback_sender() -> zmq.Socket | None:
-    global _sender
-    if _sender is False:
-        endpoint = os.environ.get(FEEDBACK_ENV)
-        _sender = None
-        if endpoint:
-            from sglang.srt.runtime_context import get_parallel
-
-            parallel = get_parallel()
-            # One report per DP rank: from its first TP rank of the last PP stage.
-            if getattr(parallel, "tp_rank", 0) == 0 and getattr(parallel, "pp_rank", 0) == getattr(parallel, "pp_size", 1) - 1:
-                sock = zmq.Context.instance().socket(zmq.PUSH)
-                sock.setsockopt(zmq.SNDHWM, 100_000)
-                sock.setsockopt(zmq.LINGER, 0)
-                sock.connect(endpoint)
-                _sender = sock
-    return _sender
-
-
-def _send(kind: str, payload: object) -> bool:
-    """Push one report to the controller without ever blocking; False if dropped."""
-    sock = _feedback_sender()
-    if sock is None:
-        return True
-    from sglang.srt.runtime_context import get_parallel
-
-    global _last_sent
-    rank = get_parallel().dp_rank or 0
-    try:
-        sock.send(msgspec.msgpack.encode((kind, rank, payload)), flags=zmq.NOBLOCK)
-    except zmq.Again:
-        return False
-    _last_sent = time.monotonic()
-    return True
-
-
-def _send_reports(items: list[tuple[str, str, int]]) -> None:
-    global _dropped
-    if items and not _send("done", items):
-        _dropped += len(items)
-        if _dropped == len(items) or _dropped % 10_000 < len(items):
-            logger.warning("sglang-fair: router feedback queue full, %d completion reports dropped", _dropped)
-
-
-def announce_worker(result, scheduler, *args, **kwargs):
-    """AFTER ``Scheduler.__init__``: tell the router which process serves this rank."""
-    if _feedback_sender() is not None:
-        _send("hello", os.getpid())
-    return result
-
-
-def _report(req) -> tuple[str, str, int] | None:
-    if getattr(req, "_fair_router_reported", False):
-        return None
-    req._fair_router_reported = True
-    return (req.rid, normalize_client_id(getattr(req, "routing_key", None)), len(getattr(req, "output_ids", ()) or ()))
-
-
-def report_finished(result, streamer, reqs, *args, **kwargs):
-    if reqs and _feedback_sender() is not None:
-        items = [r for r in (_report(req) for req in reqs if req.finished()) if r is not None]
-        if items:
-            _send_reports(items)
-        elif time.monotonic() - _last_sent > HEARTBEAT_S:
-            _send("beat", 0)  # busy with long requests: still alive
-    return result
-
-
-def report_aborted(result, scheduler, abort_req, req, *args, **kwargs):
-    if req is not None and _feedback_sender() is not None:
-        item = _report(req)
-        if item is not None:
-            _send_reports([item])
-    return result

@@ -3,12 +3,14 @@
 SGLang calls ``register`` in every process it starts (launcher, HTTP server,
 schedulers, DP controller, detokenizer) and then applies the hooks. Set
 ``SGLANG_PLUGINS`` to a list without ``sglang_fair`` to turn the plugin off.
-An SGLang built with ``patches/`` applied calls the same functions from its
-own source, and the plugin then registers nothing.
+An SGLang built with ``patches/`` applied calls the scheduler's functions from
+its own source; the plugin then registers only what the patches do not carry
+(the data-parallel router and the Ray backend).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 from sglang.srt.plugins.hook_registry import HookRegistry, HookType
@@ -23,9 +25,13 @@ def register() -> None:
     from sglang.srt.managers import schedule_policy
 
     if getattr(schedule_policy, "SGLANG_FAIR_BUILTIN", False):
-        logger.info("sglang-fair: built into this SGLang (patches/), plugin hooks not needed")
-        return
+        logger.info("sglang-fair: fair scheduling built into this SGLang (patches/); hooking the router only")
+    else:
+        _register_scheduler_hooks()
+    _register_router_hooks()
 
+
+def _register_scheduler_hooks() -> None:
     from sglang_fair.binding import cli, identity, scheduler_hooks, validation
     from sglang_fair.binding.schedule_policy import FairSchedulePolicy
 
@@ -52,11 +58,12 @@ def register() -> None:
     for target, hook, kind in hooks:
         HookRegistry.register(target, hook, kind)
 
-    try:
-        from sglang_fair.binding import dp_controller
-    except ModuleNotFoundError as exc:  # the router binding is optional
-        if exc.name != "sglang_fair.binding.dp_controller":
-            raise
-        logger.debug("sglang-fair: data-parallel router hooks unavailable")
-    else:
-        dp_controller.register_hooks()
+
+def _register_router_hooks() -> None:
+    from sglang_fair.binding import dp_controller
+
+    dp_controller.register_hooks()
+    if importlib.util.find_spec("ray") is not None:  # SGLang's --use-ray backend needs it
+        from sglang_fair.binding import ray_backend
+
+        ray_backend.register_hooks()

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.ports import port_free
 from sglang_fair.testing.tiny_model import ensure_tiny_model
 
 # Flags every CPU launch needs (see docs and /work/shared notes on SGLang's CPU
@@ -53,15 +54,6 @@ class ServerStartError(RuntimeError):
     """The server died or did not become healthy in time; the message carries its log tail."""
 
 
-def _port_is_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def pick_free_port(host: str = "127.0.0.1") -> int:
     """A free TCP port: the first free one in $SGLANG_FAIR_PORT_RANGE if set, else one from the OS."""
     spec = os.environ.get(PORT_RANGE_ENV, "").strip()
@@ -71,7 +63,7 @@ def pick_free_port(host: str = "127.0.0.1") -> int:
         except ValueError:
             raise ValueError(f"{PORT_RANGE_ENV} must look like 31000-31099, got {spec!r}") from None
         for port in range(low, high + 1):
-            if _port_is_free(host, port):
+            if port_free(host, port):
                 return port
         raise RuntimeError(f"no free port in {PORT_RANGE_ENV}={spec}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

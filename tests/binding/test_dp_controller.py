@@ -1,15 +1,21 @@
 """D²LPM inside SGLang's data-parallel controller, against the real CPU server at --dp 2.
 
-One server for the module (startup dominates on 2 cores); the test that kills
-a worker runs last. The response's ``meta_info.dp_rank`` says which worker
-served a request.
+Each test runs on both of SGLang's backends: scheduler processes, and Ray
+actors (``--use-ray``, on a local Ray cluster with logical GPUs, the router's
+sockets on this machine's network address as for workers on other nodes:
+``SGLANG_FAIR_ROUTER_HOST``). One server
+per backend (startup dominates on 2 cores); the test that kills a worker runs
+last. The response's ``meta_info.dp_rank`` says which worker served a request.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
+import re
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -25,18 +31,31 @@ from tests.binding.flood import run_flood  # noqa: E402
 PREFIX = [7 + (i % 900) for i in range(400)]
 
 
-@pytest.fixture(scope="module")
-def server():
+@pytest.fixture(scope="module", params=["process", "ray"])
+def server(request):
     env = {"PYTHONPATH": os.pathsep.join(p for p in [_shims(), os.environ.get("PYTHONPATH", "")] if p)}
     if "SGLANG_FAIR_ROUTER_KV_PORT" in os.environ:
         env["SGLANG_FAIR_ROUTER_KV_PORT"] = os.environ["SGLANG_FAIR_ROUTER_KV_PORT"]
-    srv = LocalServer(
-        extra_args=["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm"],
-        skip_tokenizer_init=True,
-        env=env,
-    )
-    with srv:
-        yield srv
+    args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm"]
+    with contextlib.ExitStack() as stack:
+        if request.param == "ray":
+            pytest.importorskip("ray")
+            from sglang_fair.testing.ray_cluster import LocalRayCluster
+
+            cluster = stack.enter_context(LocalRayCluster(num_gpus=2))
+            env.update(cluster.client_env)
+            env["SGLANG_FAIR_ROUTER_HOST"] = _network_address()
+            args.append("--use-ray")
+        yield stack.enter_context(LocalServer(extra_args=args, skip_tokenizer_init=True, env=env))
+
+
+def _network_address() -> str:
+    """This machine's first non-loopback IPv4 address (loopback if it has none)."""
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family == socket.AF_INET and not address.address.startswith("127."):
+                return address.address
+    return "127.0.0.1"
 
 
 def _shims() -> str:
@@ -63,6 +82,8 @@ def test_requests_sharing_a_prefix_land_on_the_worker_that_holds_it(server: Loca
     assert meta["cached_tokens"] >= len(other)
     # The holder's KV events reach the router (its publisher connects to the router's port).
     expected = f"receiving KV events from worker {holder}"
+    host = server.env.get("SGLANG_FAIR_ROUTER_HOST", "127.0.0.1")
+    assert f'"endpoint": "tcp://{host}:' in server.log_tail(100_000)  # where the publishers connect
     deadline = time.monotonic() + 10
     while expected not in server.log_tail(10_000) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -77,18 +98,10 @@ def test_a_flooding_client_does_not_starve_a_light_one(server: LocalServer) -> N
     assert result.heavy_done > 0
 
 
-def _scheduler_pids(server: LocalServer) -> dict[int, int]:
-    """dp rank -> pid of its scheduler process (SGLang names them sglang::scheduler_DP<r>...)."""
-    out = {}
-    for proc in psutil.Process(server.pid).children(recursive=True):
-        try:
-            title = " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
-        for rank in (0, 1):
-            if f"scheduler_DP{rank}" in title:
-                out[rank] = proc.pid
-    return out
+def _worker_pids(server: LocalServer) -> dict[int, int]:
+    """dp rank -> pid of its scheduler (a process of the server's, or a Ray actor), as the router logs it."""
+    found = re.findall(r"sglang-fair router: worker (\d+) is process (\d+)", server.log_tail(100_000))
+    return {int(rank): int(pid) for rank, pid in found}
 
 
 def _post(server: LocalServer, ids: list[int], client: str, max_new: int) -> tuple[int, dict]:
@@ -103,7 +116,7 @@ def _post(server: LocalServer, ids: list[int], client: str, max_new: int) -> tup
 
 
 def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: LocalServer) -> None:
-    pids = _scheduler_pids(server)
+    pids = _worker_pids(server)
     assert set(pids) == {0, 1}, pids
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         futures = [pool.submit(_post, server, [(97 * c + i) % 1000 + 1 for i in range(64)], f"c{c}", 150)

@@ -1,0 +1,109 @@
+"""The router's command line and launch-time checks (launcher side), without a server."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pytest
+
+pytestmark = pytest.mark.engine
+
+pytest.importorskip("sglang.srt.managers.data_parallel_controller")
+
+from sglang.srt.managers.data_parallel_controller import LoadBalanceMethod  # noqa: E402
+
+from sglang_fair.binding import router_cli  # noqa: E402
+
+
+def test_cli_accepts_the_new_methods_and_options() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--load-balance-method", choices=["auto", "round_robin"], default="auto")
+    router_cli.extend_cli(None, parser)
+    router_cli.extend_cli(None, parser)  # twice (several processes parse): no duplicate options
+    args = parser.parse_args(["--load-balance-method", "d2lpm", "--fair-router-quantum", "500"])
+    assert args.load_balance_method == "d2lpm" and args.fair_router_quantum == 500.0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--load-balance-method", "nope"])
+
+
+def _namespace(**kw) -> argparse.Namespace:
+    base = {"load_balance_method": "d2lpm", "dp_size": 2, "kv_events_config": None,
+            "fair_router_quantum": None, "fair_router_options": None}
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_prepare_validates_exports_and_turns_on_kv_events(monkeypatch) -> None:
+    monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
+    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    args = _namespace(fair_router_quantum=4096.0, fair_router_options='{"index_capacity_tokens": 1000}')
+    router_cli.prepare_router_args(None, args)
+    config = json.loads(os.environ[router_cli.CONFIG_ENV])
+    assert config == {"method": "d2lpm", "options": {"index_capacity_tokens": 1000, "quantum": 4096.0}, "kv_port": 33095}
+    kv = json.loads(args.kv_events_config)
+    assert kv["endpoint"] == "tcp://127.0.0.1:33095" and kv["bind"] is False
+
+
+def test_prepare_follows_user_kv_events(monkeypatch) -> None:
+    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    user = '{"publisher": "zmq", "endpoint": "tcp://*:5557"}'
+    args = _namespace(kv_events_config=user)
+    router_cli.prepare_router_args(None, args)
+    assert args.kv_events_config == user
+    assert "kv_port" not in json.loads(os.environ[router_cli.CONFIG_ENV])
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"fair_router_quantum": 0.0}, "Q\\^w"),
+        ({"fair_router_options": "{bad json"}, "not valid JSON"),
+        ({"fair_router_options": '{"colour": 1}'}, "does not take option"),
+        ({"fair_router_options": "[1]"}, "JSON object"),
+    ],
+)
+def test_prepare_refuses_bad_options(kw, message, monkeypatch) -> None:
+    monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
+    with pytest.raises(SystemExit, match=message):
+        router_cli.prepare_router_args(None, _namespace(**kw))
+
+
+def test_stock_methods_are_left_alone(monkeypatch) -> None:
+    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    args = _namespace(load_balance_method="round_robin")
+    router_cli.prepare_router_args(None, args)
+    assert args.kv_events_config is None and router_cli.CONFIG_ENV not in os.environ
+    assert router_cli.resolve_method(LoadBalanceMethod.from_str.__func__, LoadBalanceMethod, "d2lpm") is LoadBalanceMethod.ROUND_ROBIN
+    with pytest.raises(ValueError, match="Invalid load balance method"):
+        router_cli.resolve_method(LoadBalanceMethod.from_str.__func__, LoadBalanceMethod, "nope")
+
+
+def test_feedback_endpoint_is_local_ipc_unless_a_router_host_is_set(monkeypatch) -> None:
+    monkeypatch.delenv(router_cli.HOST_ENV, raising=False)
+    assert router_cli.feedback_endpoint().startswith("ipc://")
+    monkeypatch.setenv(router_cli.HOST_ENV, "127.0.0.2")
+    endpoint = router_cli.feedback_endpoint()
+    host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
+    assert host == "127.0.0.2" and 20000 <= int(port) < 60000
+
+
+def test_prepare_points_kv_publishers_at_the_router_host(monkeypatch) -> None:
+    monkeypatch.setenv(router_cli.HOST_ENV, "127.0.0.2")
+    monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
+    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    args = _namespace()
+    router_cli.prepare_router_args(None, args)
+    assert json.loads(args.kv_events_config)["endpoint"] == "tcp://127.0.0.2:33095"
+
+
+def test_reserved_feedback_endpoint_is_exported_once(monkeypatch) -> None:
+    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    assert router_cli.reserve_feedback_endpoint() is None  # no fair router configured
+    monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
+    router_cli.prepare_router_args(None, _namespace())
+    first = router_cli.reserve_feedback_endpoint()
+    assert first and router_cli.reserve_feedback_endpoint() == first
+    assert router_cli.load_config("d2lpm")["feedback"] == first
+    assert router_cli.load_config("preble") == {"method": "preble", "options": {}}  # another method: defaults
