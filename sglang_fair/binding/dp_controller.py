@@ -116,6 +116,7 @@ class RouterBinding:
         self.reply_route: dict[str, object] = {}  # rid -> http_worker_ipc, to send errors back
         self.worker_pids: dict[int, set[int]] = {}  # rank -> scheduler pids, from their hello
         self.ray_loops: list[list] | None = None  # rank -> its actors' event loop refs (Ray backend)
+        self.metrics = None  # RouterMetrics with --enable-metrics
         now = time.monotonic()
         self.last_report = [now] * router.num_workers
         self.last_warned = [0.0] * router.num_workers
@@ -144,11 +145,16 @@ class RouterBinding:
         return cls(router, context, feedback, kv)
 
     def attach(self, controller, port_args) -> None:
+        from sglang.srt.runtime_context import get_observability
         from sglang.srt.utils.network import get_zmq_socket
 
         self.controller = controller
         controller.dispatching = self.dispatch
         self.to_tokenizer = get_zmq_socket(self.context, zmq.PUSH, port_args.tokenizer_ipc_name, False)
+        if get_observability().enable_metrics:
+            from sglang_fair.binding.router_metrics import RouterMetrics
+
+            self.metrics = RouterMetrics()
         refs = getattr(controller, "event_loop_refs", None)  # only SGLang's RayDataParallelController has them
         if refs:
             self.ray_loops = loops_per_rank(refs, self.router.num_workers)
@@ -230,6 +236,8 @@ class RouterBinding:
             if now >= next_check:
                 next_check = now + LIVENESS_EVERY_S
                 self.check_workers(now)
+                if self.metrics is not None:
+                    self.metrics.maybe_update(self.router, self.unrouted)
 
     def drain_feedback(self) -> None:
         while True:

@@ -3,7 +3,7 @@
 Under ``--use-ray`` SGLang 0.5.23 runs each scheduler as a Ray actor
 (``sglang.srt.ray.scheduler_actor.SchedulerActor``) instead of a process it
 spawns, and the data-parallel controller as a thread of the HTTP server.
-Three gaps between the two backends are closed here:
+Four gaps between the two backends are closed here:
 
 * Actors run in Ray worker processes that never call ``load_plugins()``, and
   that get the Ray cluster's environment, not the launching shell's.
@@ -19,6 +19,12 @@ Three gaps between the two backends are closed here:
   published, which raises "declared on the published config" for every
   ``--dp`` > 1. The launch gets a copy, so the declaration reaches the
   controller and its actors as intended.
+* ``one_cpu_monitor_per_process`` (AROUND ``start_cpu_monitor_thread``): with
+  ``--enable-metrics`` the controller and the tokenizer manager, now in one
+  process, both register SGLang's process CPU counter, and the second
+  registration raises (prometheus_client's duplicate check), so stock
+  ``--use-ray --dp N --enable-metrics`` does not start. The process is
+  already monitored, under the controller's label; the second is skipped.
 * BEFORE ``sglang.srt.ray.http_server.launch_server``: the handler that keeps
   ``Retry-After`` on HTTP 429, as for the process backend's HTTP server.
 
@@ -48,6 +54,8 @@ def register_hooks() -> None:
     hooks = [
         (f"{_RAY_ENGINE}._launch_scheduler_processes", join_ray, HookType.BEFORE),
         (f"{_RAY_ENGINE}._launch_dp_scheduler_processes", launch_on_unpublished_copy, HookType.AROUND),
+        ("sglang.srt.observability.cpu_monitor.start_cpu_monitor_thread", one_cpu_monitor_per_process,
+         HookType.AROUND),
         ("sglang.srt.ray.http_server.launch_server", scheduler_hooks.install_throttle_handler, HookType.BEFORE),
     ]
     for target, hook, kind in hooks:
@@ -139,3 +147,14 @@ def launch_on_unpublished_copy(original, cls, server_args, *args, **kwargs):
         if stash is not None:
             server_args._resolved_overrides = list(stash)  # declarations land on the copy only
     return original(cls, server_args, *args, **kwargs)
+
+
+def one_cpu_monitor_per_process(original, component: str, *args, **kwargs):
+    """AROUND ``start_cpu_monitor_thread``: see the module docstring."""
+    try:
+        return original(component, *args, **kwargs)
+    except ValueError as exc:
+        if "Duplicated timeseries" not in str(exc):
+            raise
+        logger.info("sglang-fair: the %s shares this process's CPU monitor (Ray backend)", component)
+        return None

@@ -21,9 +21,10 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S, IdleClients
+from sglang_fair.router.radix_index import RadixIndex
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +42,19 @@ class Dispatch:
     input_len: int
 
 
+@dataclass
+class RouterSnapshot:
+    """What an operator watches of a router; the SGLang binding exports it as metrics."""
+
+    inflight: list[int]  # requests dispatched and not finished, per worker
+    alive: list[bool]
+    cached_tokens: list[int] | None = None  # per worker, as the prefix index believes (routers with one)
+    deficits: dict[str, list[float]] = field(default_factory=dict)  # D²LPM's q_{i,w}, per client
+
+
 class Router(ABC):
     name: str
+    index: RadixIndex | None = None  # the global prefix index, for routers that keep one
 
     def __init__(self, num_workers: int, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
@@ -72,6 +84,10 @@ class Router(ABC):
         self.queue_sizes[dispatch.worker] -= 1
         self._finished(rid, dispatch, max(0, int(output_tokens)))
         self.clients.finished(dispatch.client, self.clock())
+
+    def snapshot(self) -> RouterSnapshot:
+        cached = list(self.index.worker_tokens) if self.index is not None else None
+        return RouterSnapshot(list(self.queue_sizes), list(self.alive), cached)
 
     def on_cached(self, worker: int, tokens: Sequence[int]) -> None:
         """``worker`` now caches the prefix ``tokens`` (from KV events)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from sglang_fair.router.base import Dispatch
+from sglang_fair.router.base import Dispatch, RouterSnapshot
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
 from sglang_fair.router.indexed import IndexedRouter
 from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS
@@ -60,6 +60,11 @@ class D2LPMRouter(IndexedRouter):
         # q_{i,w}: client -> one counter per worker, all starting at 0 (Algorithm 2).
         self.deficits: dict[str, list[float]] = {}
         self.refills = 0  # how many times some client's counters were refilled
+
+    def snapshot(self) -> RouterSnapshot:
+        state = super().snapshot()
+        state.deficits = {client: list(q) for client, q in self.deficits.items()}
+        return state
 
     def route(self, rid: str, client: str, tokens: Sequence[int], max_new_tokens: int) -> int:
         live = self.live_workers()

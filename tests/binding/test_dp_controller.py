@@ -36,7 +36,7 @@ def server(request):
     env = {"PYTHONPATH": os.pathsep.join(p for p in [_shims(), os.environ.get("PYTHONPATH", "")] if p)}
     if "SGLANG_FAIR_ROUTER_KV_PORT" in os.environ:
         env["SGLANG_FAIR_ROUTER_KV_PORT"] = os.environ["SGLANG_FAIR_ROUTER_KV_PORT"]
-    args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm"]
+    args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm", "--enable-metrics"]
     with contextlib.ExitStack() as stack:
         if request.param == "ray":
             pytest.importorskip("ray")
@@ -96,6 +96,21 @@ def test_a_flooding_client_does_not_starve_a_light_one(server: LocalServer) -> N
     assert len(result.light_latencies) >= 3
     assert result.light_worst < 15.0, result.light_latencies
     assert result.heavy_done > 0
+
+
+def test_router_state_is_on_metrics(server: LocalServer) -> None:
+    # After the tests above, nothing is in flight and alice has D²LPM deficits.
+    deadline = time.monotonic() + 10
+    while True:
+        with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
+            text = reply.read().decode()
+        inflight = re.findall(r'^sglang_fair:router_inflight_requests\{dp_rank="(\d)"\} (\S+)$', text, re.M)
+        if sorted(inflight) == [("0", "0.0"), ("1", "0.0")] or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert sorted(inflight) == [("0", "0.0"), ("1", "0.0")], inflight
+    assert re.search(r'^sglang_fair:router_client_deficit\{client="alice",dp_rank="\d"\} ', text, re.M)
+    assert re.search(r'^sglang_fair:router_worker_alive\{dp_rank="1"\} 1\.0$', text, re.M)
 
 
 def _worker_pids(server: LocalServer) -> dict[int, int]:

@@ -92,3 +92,22 @@ def test_use_ray_without_gpus_fails_at_once_with_a_message(monkeypatch) -> None:
     with pytest.raises(ServerStartError, match=r"needs 2 GPUs in the Ray cluster .* ray start --head --num-gpus 2"):
         server.start()
     server.stop()
+
+
+def test_a_second_cpu_monitor_in_one_process_is_skipped() -> None:
+    import prometheus_client
+
+    registry = prometheus_client.CollectorRegistry()
+
+    def start(component: str):
+        prometheus_client.Counter("sglang:process_cpu_seconds_total", "cpu", ["component"], registry=registry)
+        return component
+
+    assert ray_backend.one_cpu_monitor_per_process(start, "data_parallel_controller") == "data_parallel_controller"
+    assert ray_backend.one_cpu_monitor_per_process(start, "tokenizer") is None  # SGLang would crash here
+
+    def broken(component: str):
+        raise ValueError("something else")
+
+    with pytest.raises(ValueError, match="something else"):
+        ray_backend.one_cpu_monitor_per_process(broken, "tokenizer")

@@ -1,0 +1,44 @@
+"""The router's Prometheus gauges, read back from a registry of their own."""
+
+from __future__ import annotations
+
+import pytest
+
+prometheus_client = pytest.importorskip("prometheus_client")
+
+from sglang_fair.binding.router_metrics import RouterMetrics  # noqa: E402
+from sglang_fair.router import make_router  # noqa: E402
+
+
+def test_gauges_follow_the_router_and_drop_forgotten_clients() -> None:
+    registry = prometheus_client.CollectorRegistry()
+    metrics = RouterMetrics(registry=registry)
+    router = make_router("d2lpm", 2, quantum=1000)
+    router.route("a1", "alice", list(range(300)), 8)
+    router.route("b1", "bob", list(range(500, 600)), 8)
+
+    def value(name: str, **labels) -> float | None:
+        return registry.get_sample_value(f"sglang_fair:{name}", labels)
+
+    metrics.update(router.snapshot(), unrouted=3)
+    assert [value("router_inflight_requests", dp_rank=str(w)) for w in (0, 1)] == router.queue_sizes
+    assert sum(value("router_cached_tokens", dp_rank=str(w)) for w in (0, 1)) == 400
+    alice = router.deficits["alice"]
+    assert [value("router_client_deficit", client="alice", dp_rank=str(w)) for w in (0, 1)] == alice
+    assert value("router_unrouted_requests") == 3
+    router.on_worker_down(1)
+    router.forget_client("bob")
+    metrics.update(router.snapshot(), unrouted=3)
+    assert value("router_worker_alive", dp_rank="1") == 0 and value("router_worker_alive", dp_rank="0") == 1
+    assert value("router_client_deficit", client="bob", dp_rank="0") is None
+
+
+def test_refresh_is_rate_limited() -> None:
+    registry = prometheus_client.CollectorRegistry()
+    metrics = RouterMetrics(every_s=3600, registry=registry)
+    router = make_router("round_robin", 2)
+    metrics.maybe_update(router, 0)
+    router.route("a", "c", [1, 2, 3], 4)
+    metrics.maybe_update(router, 0)  # within the hour: not refreshed
+    assert registry.get_sample_value("sglang_fair:router_inflight_requests", {"dp_rank": "0"}) == 0
+    assert registry.get_sample_value("sglang_fair:router_cached_tokens", {"dp_rank": "0"}) is None  # no index
