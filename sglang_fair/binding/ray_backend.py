@@ -76,9 +76,9 @@ def _no_device(device) -> None:
     return None
 
 
-def worker_runtime_env() -> dict:
+def worker_runtime_env(load_balance_method: str | None = None) -> dict:
     """The runtime env SGLang's scheduler actors need; pass it to ``ray.init`` if you start Ray yourself."""
-    feedback = router_cli.reserve_feedback_endpoint()
+    feedback = router_cli.reserve_feedback_endpoint(load_balance_method)
     env = {key: value for key, value in os.environ.items() if key.startswith("SGLANG_")}
     if feedback:
         env[router_feedback.FEEDBACK_ENV] = feedback
@@ -88,16 +88,18 @@ def worker_runtime_env() -> dict:
 def join_ray(cls, server_args, *args, placement_group=None, **kwargs):
     """BEFORE ``RayEngine._launch_scheduler_processes``: Ray, with our workers' setup, and enough GPUs."""
     import ray
+    from sglang.srt.runtime_context import get_parallel
 
     if not ray.is_initialized():
-        ray.init(runtime_env=worker_runtime_env())  # joins $RAY_ADDRESS, or starts a local cluster
+        # Joins $RAY_ADDRESS, or starts a local cluster.
+        ray.init(runtime_env=worker_runtime_env(get_parallel().load_balance_method))
     else:
         current = ray.get_runtime_context().runtime_env or {}
         if current.get("worker_process_setup_hook") != SETUP_HOOK:
             message = (
                 "sglang-fair: Ray was started without sglang-fair's worker setup, so the scheduler actors "
                 "will not load the plugin; start it with "
-                "ray.init(runtime_env=sglang_fair.binding.ray_backend.worker_runtime_env())"
+                "ray.init(runtime_env=sglang_fair.binding.ray_backend.worker_runtime_env(<load_balance_method>))"
             )
             if _fair_features_configured():
                 raise RuntimeError(message)

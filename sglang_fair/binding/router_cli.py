@@ -119,16 +119,22 @@ def feedback_endpoint() -> str:
     return f"ipc://@{name}" if sys.platform == "linux" else f"ipc:///tmp/{name}"
 
 
-def reserve_feedback_endpoint() -> str | None:
+def reserve_feedback_endpoint(method: str | None = None) -> str | None:
     """Fix the side channel's address now, in the exported configuration.
 
     For workers whose environment is set before the controller exists (Ray
-    actors get theirs when Ray starts). None when no fair router is configured.
+    actors get theirs when Ray starts). ``method``: the load-balance method,
+    for launches that did not go through the command line (the Python API),
+    which then run the router with its defaults. None when no fair router is
+    configured.
     """
     raw = os.environ.get(CONFIG_ENV)
-    if not raw:
+    if raw:
+        config = json.loads(raw)
+    elif method in FAIR_METHODS:
+        config = {"method": method, "options": {}}
+    else:
         return None
-    config = json.loads(raw)
     config.setdefault("feedback", feedback_endpoint())
     os.environ[CONFIG_ENV] = json.dumps(config)
     return config["feedback"]

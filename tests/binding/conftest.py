@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -25,3 +26,15 @@ def fair_config(monkeypatch):
         monkeypatch.setenv("SGLANG_FAIR_CONFIG", json.dumps(options))
 
     return set_options
+
+
+@pytest.fixture(autouse=True)
+def _restore_fair_environment():
+    """The launcher hooks under test export their configuration into os.environ
+    (as they do in a real launch); keep it from leaking into later tests and
+    into the servers they start."""
+    saved = {key: value for key, value in os.environ.items() if key.startswith("SGLANG_FAIR_")}
+    yield
+    for key in [key for key in os.environ if key.startswith("SGLANG_FAIR_") and key not in saved]:
+        del os.environ[key]
+    os.environ.update(saved)

@@ -39,6 +39,14 @@ def test_without_a_fair_router_no_side_channel_is_reserved(monkeypatch) -> None:
     monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
     monkeypatch.delenv(router_feedback.FEEDBACK_ENV, raising=False)
     assert router_feedback.FEEDBACK_ENV not in ray_backend.worker_runtime_env()["env_vars"]
+    assert router_feedback.FEEDBACK_ENV not in ray_backend.worker_runtime_env("round_robin")["env_vars"]
+
+
+def test_a_router_chosen_without_the_command_line_gets_defaults_and_a_side_channel(monkeypatch) -> None:
+    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)  # e.g. RayEngine(load_balance_method="d2lpm")
+    env = ray_backend.worker_runtime_env("d2lpm")["env_vars"]
+    config = router_cli.load_config("d2lpm")
+    assert config["options"] == {} and config["feedback"] == env[router_feedback.FEEDBACK_ENV]
 
 
 def _parallel(dp: int, tp: int = 1, pp: int = 1, attn_dp: bool = False):
