@@ -101,7 +101,7 @@ def join_ray(cls, server_args, *args, placement_group=None, **kwargs):
                 "will not load the plugin; start it with "
                 "ray.init(runtime_env=sglang_fair.binding.ray_backend.worker_runtime_env(<load_balance_method>))"
             )
-            if _fair_features_configured():
+            if _fair_features_configured(get_parallel().load_balance_method):
                 raise RuntimeError(message)
             logger.warning(message)
     if placement_group is None and ray.util.get_current_placement_group() is None:
@@ -115,10 +115,11 @@ def join_ray(cls, server_args, *args, placement_group=None, **kwargs):
     return None
 
 
-def _fair_features_configured() -> bool:
+def _fair_features_configured(load_balance_method: str | None) -> bool:
     from sglang_fair.binding.config import ENV_VAR
 
-    return bool(os.environ.get(ENV_VAR) or os.environ.get(router_cli.CONFIG_ENV))
+    return bool(os.environ.get(ENV_VAR) or os.environ.get(router_cli.CONFIG_ENV)
+                or load_balance_method in router_cli.FAIR_METHODS)
 
 
 def _check_gpus(available: float) -> None:

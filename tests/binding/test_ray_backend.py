@@ -119,3 +119,32 @@ def test_a_second_cpu_monitor_in_one_process_is_skipped() -> None:
 
     with pytest.raises(ValueError, match="something else"):
         ray_backend.one_cpu_monitor_per_process(broken, "tokenizer")
+
+
+def _fake_ray(runtime_env: dict, gpus: float = 8):
+    return types.SimpleNamespace(
+        is_initialized=lambda: True,
+        get_runtime_context=lambda: types.SimpleNamespace(runtime_env=runtime_env),
+        util=types.SimpleNamespace(get_current_placement_group=lambda: None),
+        cluster_resources=lambda: {"GPU": gpus},
+        shutdown=lambda: None,
+    )
+
+
+def test_a_ray_started_elsewhere_must_carry_the_worker_setup(monkeypatch, caplog) -> None:
+    import sys
+
+    parallel = _parallel(dp=2)
+    parallel.load_balance_method = "d2lpm"
+    monkeypatch.setattr(runtime_context, "get_parallel", lambda: parallel)
+    monkeypatch.setitem(sys.modules, "ray", _fake_ray({}))
+    with pytest.raises(RuntimeError, match="worker_runtime_env"):
+        ray_backend.join_ray(object, None)  # a fair router, actors without the plugin: refused
+    parallel.load_balance_method = "round_robin"
+    monkeypatch.delenv(FAIR_CONFIG_ENV, raising=False)
+    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    ray_backend.join_ray(object, None)  # nothing of ours configured: a warning only
+    assert "started without sglang-fair's worker setup" in caplog.text
+    monkeypatch.setitem(sys.modules, "ray", _fake_ray({"worker_process_setup_hook": ray_backend.SETUP_HOOK}, gpus=1))
+    with pytest.raises(RuntimeError, match="needs 2 GPUs"):
+        ray_backend.join_ray(object, None)
