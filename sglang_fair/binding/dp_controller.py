@@ -39,7 +39,6 @@ import zmq
 from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
 from sglang_fair.binding import router_cli, router_feedback
-from sglang_fair.binding.router_cli import FAIR_METHODS
 from sglang_fair.core.clients import normalize_client_id
 from sglang_fair.router import NoLiveWorkerError, Router, make_router
 
@@ -77,7 +76,7 @@ def init_controller(original, controller, server_args, port_args, *args, **kwarg
 
     parallel = get_parallel()
     method = parallel.load_balance_method
-    if method not in FAIR_METHODS:
+    if method not in router_cli.FAIR_METHODS:
         return original(controller, server_args, port_args, *args, **kwargs)
     if parallel.attn_dp_enabled:
         raise ValueError(f"--load-balance-method {method} needs plain data parallelism, not DP attention")

@@ -115,6 +115,8 @@ class Router(ABC):
         for rid in lost:
             self.clients.finished(self.inflight.pop(rid).client, now)
         self.queue_sizes[worker] = 0
+        if self.index is not None:
+            self.index.drop_worker(worker)
         return lost
 
     # ---- helpers for subclasses -------------------------------------------------

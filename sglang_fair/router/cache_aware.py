@@ -59,8 +59,3 @@ class CacheAwareRouter(Router):
         self._record(rid, client, worker, len(tokens))
         self.index.insert(tokens, worker, after=match)
         return worker
-
-    def on_worker_down(self, worker: int) -> list[str]:
-        lost = super().on_worker_down(worker)
-        self.index.drop_worker(worker)
-        return lost

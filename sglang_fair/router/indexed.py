@@ -36,8 +36,3 @@ class IndexedRouter(Router):
     def on_cache_cleared(self, worker: int) -> None:
         if 0 <= worker < self.num_workers:
             self.index.drop_worker(worker)
-
-    def on_worker_down(self, worker: int) -> list[str]:
-        lost = super().on_worker_down(worker)
-        self.index.drop_worker(worker)
-        return lost
