@@ -130,13 +130,27 @@ def _post(server: LocalServer, ids: list[int], client: str, max_new: int) -> tup
         return err.code, json.loads(err.read() or b"{}")
 
 
+def _wait_for_inflight(server: LocalServer, rank: int, timeout_s: float = 60.0) -> None:
+    """Until the router's gauge shows requests in flight on ``rank``."""
+    pattern = re.compile(rf'^sglang_fair:router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$', re.M)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
+            found = pattern.search(reply.read().decode())
+        if found and float(found.group(1)) > 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no request in flight on worker {rank} after {timeout_s:.0f} s")
+
+
 def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: LocalServer) -> None:
     pids = _worker_pids(server)
     assert set(pids) == {0, 1}, pids
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        futures = [pool.submit(_post, server, [(97 * c + i) % 1000 + 1 for i in range(64)], f"c{c}", 150)
+        # Long enough that a quiet machine is still decoding them when the worker dies.
+        futures = [pool.submit(_post, server, [(97 * c + i) % 1000 + 1 for i in range(64)], f"c{c}", 600)
                    for c in range(8)]
-        time.sleep(3.0)  # all dispatched, decoding
+        _wait_for_inflight(server, rank=1)
         psutil.Process(pids[1]).kill()
         results = [f.result(timeout=200) for f in futures]
     ok, failed = [], []
