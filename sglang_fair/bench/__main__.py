@@ -1,8 +1,10 @@
-"""``python -m sglang_fair.bench {run,compare,summarize}``.
+"""``python -m sglang_fair.bench {run,compare,summarize,audit}``.
 
 Exit status: 0 on a complete run, 1 when the run is partial (some request
 failed, the server was unreachable or went away; the results are still
 written and marked ``partial``), 2 on bad input (nothing is run).
+``audit``: 0 when every run is within its fairness bound, 1 when some run
+exceeds it, 2 when a directory cannot be audited.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sglang_fair.workloads.tokens import DEFAULT_VOCAB_SIZE
 from sglang_fair.workloads.validate import WorkloadError, check_workload
 
 EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_VIOLATION = 1  # audit: some run exceeds its bound
 
 
 class UsageError(Exception):
@@ -151,11 +154,19 @@ def cmd_summarize(args) -> int:
     records = read_records(run_dir)
     info = dict(old.get("run", {}))
     result = RunResult(records=records, partial=bool(info.pop("partial", False)), errors=info.pop("errors", []),
-                       meta=info.pop("backend_meta", {}))
+                       meta=info.pop("backend_meta", {}), params=info.pop("params", {}))
     flags = {c: v["well_behaved"] for c, v in old.get("clients", {}).items()}
     write_run(run_dir, result, info, flags, _weights(args), args.window)
     print(f"rewrote {run_dir / 'summary.json'}", file=sys.stderr)
     return EXIT_OK
+
+
+def cmd_audit(args) -> int:
+    from sglang_fair.bench.audit import audit_run, format_table, to_json
+
+    audits = [audit_run(Path(d)) for d in args.dirs]
+    print(to_json(audits) if args.json else format_table(audits), end="" if not args.json else "\n")
+    return EXIT_VIOLATION if any(a.violated for a in audits) else EXIT_OK
 
 
 def _fmt(v) -> str:
@@ -206,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("dir")
     _metric_args(s)
     s.set_defaults(func=cmd_summarize)
+    a = sub.add_parser("audit", help="check run directories against their fairness bound (exit 1 if exceeded)")
+    a.add_argument("dirs", nargs="+", help="run directories")
+    a.add_argument("--json", action="store_true", help="machine-readable output")
+    a.set_defaults(func=cmd_audit)
     return parser
 
 

@@ -22,6 +22,8 @@ class RunResult:
     partial: bool = False  # True when some call failed or the run was cut short
     errors: list[str] = field(default_factory=list)  # run-level problems, human readable
     meta: dict = field(default_factory=dict)  # backend facts worth keeping (url, api, policy, ...)
+    # The scheduling configuration the fairness bounds depend on (sglang_fair/bench/params.py).
+    params: dict = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -19,6 +19,14 @@ use it (FairServe, Justitia): ``X-App-Id`` = the program's kind,
 index. A refusal by the server's policy (HTTP 429) is an error record marked
 ``throttled`` with the ``Retry-After`` it gave; it is not retried.
 
+For the fairness audit (docs/metrics.md) each record keeps the output
+progress seen at the client (streamed chunk arrival times and cumulative
+tokens), the data-parallel rank (``dp_rank``) and the retraction count
+(``num_retractions``); with ``--enable-metrics`` on the server, also the
+admission time (``forward_entry_time``, first entry into a forward batch,
+on the server's clock) and the server's queueing time (``queue_time``). The
+server's configuration comes from ``/server_info`` (sglang_fair/bench/params.py).
+
 Each call is sent once all its parents finished; a failed parent turns its
 children into error records without sending them. Every call ends as one
 record. Consecutive connection failures abort the run (the server is gone):
@@ -37,6 +45,7 @@ import aiohttp
 from tqdm import tqdm
 
 from sglang_fair.bench.backends import API_CHOICES, BackendError, RunResult
+from sglang_fair.bench.params import server_params
 from sglang_fair.bench.records import RequestRecord
 from sglang_fair.workloads.model import Call, Program, Workload
 from sglang_fair.workloads.validate import check_workload
@@ -63,6 +72,8 @@ class _Reply:
     output_tokens: int
     cached_tokens: int | None
     t_first_token: float | None
+    progress: list[list[float]] | None = None
+    timing: dict = field(default_factory=dict)  # RequestRecord fields read from meta_info (server_timing)
 
 
 class _ServerError(Exception):
@@ -95,6 +106,25 @@ def identity_headers(client: str, program: Program, index: int) -> dict[str, str
     if program.kind:
         headers["X-App-Id"] = quote(program.kind)
     return headers
+
+
+def server_timing(meta: dict, wall_t0: float) -> dict:
+    """RequestRecord fields SGLang's ``meta_info`` gives, times made relative to the run.
+
+    ``forward_entry_time`` and ``queue_time`` are only sent by a server started
+    with ``--enable-metrics``; the first is a wall-clock time on the server, so
+    ``t_admitted`` is only as good as the two machines' clock agreement.
+    """
+    out: dict = {}
+    if isinstance(meta.get("dp_rank"), int):
+        out["worker"] = meta["dp_rank"]
+    if isinstance(meta.get("num_retractions"), int):
+        out["retractions"] = meta["num_retractions"]
+    if isinstance(meta.get("forward_entry_time"), (int, float)) and meta["forward_entry_time"] > 0:
+        out["t_admitted"] = float(meta["forward_entry_time"]) - wall_t0
+    if isinstance(meta.get("queue_time"), (int, float)):
+        out["queue_time_s"] = float(meta["queue_time"])
+    return out
 
 
 def stand_in_output_ids(rid: str, n: int, vocab_size: int) -> list[int]:
@@ -150,13 +180,16 @@ class HttpBackend:
             if problem is not None:
                 self._errors.append(problem)
                 self._abort.set()
+            info = None if problem is not None else await self._server_info()
             self._t0 = time.monotonic()
+            self._wall_t0 = time.time()  # the server reports admission on its wall clock
             await asyncio.gather(*(self._run_program(p) for p in workload.programs))
         self._bar.close()
         meta["duration_s"] = time.monotonic() - self._t0
         records = sorted(self._records, key=lambda r: (r.t_sent, r.rid))
         partial = bool(self._errors) or any(not r.ok for r in records)
-        return RunResult(records=records, partial=partial, errors=self._errors, meta=meta)
+        return RunResult(records=records, partial=partial, errors=self._errors, meta=meta,
+                         params=server_params(info, self.policy))
 
     async def _check_health(self) -> str | None:
         path = "/health" if self.api == "generate" else "/v1/models"
@@ -166,6 +199,19 @@ class HttpBackend:
                     return f"server at {self.url} is not healthy: GET {path} returned HTTP {r.status}"
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             return f"server at {self.url} is unreachable: {type(e).__name__}: {e}"
+        return None
+
+    async def _server_info(self) -> dict | None:
+        """The server's ``/server_info`` (older name ``/get_server_info``); None if it has neither."""
+        for path in ("/server_info", "/get_server_info"):
+            try:
+                async with self._session.get(self.url + path,
+                                             timeout=aiohttp.ClientTimeout(total=HEALTH_TIMEOUT_S)) as r:
+                    if r.status == 200:
+                        info = await r.json(content_type=None)
+                        return info if isinstance(info, dict) else None
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+                continue
         return None
 
     def _now(self) -> float:
@@ -204,6 +250,8 @@ class HttpBackend:
                 output_tokens=reply.output_tokens if reply else 0,
                 error=error, throttled=throttled is not None,
                 retry_after_s=throttled.retry_after_s if throttled else None,
+                progress=reply.progress if reply else None,
+                **(reply.timing if reply else {}),
             ))
             self._bar.update(1)
 
@@ -292,9 +340,12 @@ class HttpBackend:
         }
         output_ids: list[int] = []
         meta: dict = {}
+        timing: dict = {}
+        progress: list[list[float]] = []
         t_first = None
         async for event in self._stream("/generate", body, headers):
             meta = event.get("meta_info", meta)
+            timing |= server_timing(meta, self._wall_t0)  # forward_entry_time comes with the first chunk
             ids = event.get("output_ids") or []
             total = meta.get("completion_tokens")
             # The server streams either cumulative ids (default) or deltas
@@ -305,6 +356,9 @@ class HttpBackend:
                 output_ids.extend(ids)
             if t_first is None and output_ids:
                 t_first = self._now()
+            done = meta.get("completion_tokens", len(output_ids))
+            if done and (not progress or done > progress[-1][1]):
+                progress.append([self._now(), int(done)])
         if not meta:
             raise _ServerError("stream ended without any result")
         return _Reply(
@@ -313,6 +367,8 @@ class HttpBackend:
             output_tokens=int(meta.get("completion_tokens", len(output_ids))),
             cached_tokens=meta.get("cached_tokens"),
             t_first_token=t_first,
+            progress=progress,
+            timing=timing,
         )
 
     async def _send_openai(self, rid: str, client: str, call: Call, prompt: list[int],
@@ -332,12 +388,14 @@ class HttpBackend:
         usage: dict | None = None
         t_first = None
         saw_ids = False
+        progress: list[list[float]] = []
         async for event in self._stream("/v1/completions", body, headers):
             for choice in event.get("choices") or []:
                 ids = choice.get("token_ids")
                 if ids:
                     saw_ids = True
                     output_ids.extend(ids)
+                    progress.append([self._now(), len(output_ids)])
                 if (ids or choice.get("text")) and t_first is None:
                     t_first = self._now()
             if event.get("usage"):
@@ -354,4 +412,5 @@ class HttpBackend:
             output_tokens=n_out,
             cached_tokens=details.get("cached_tokens"),
             t_first_token=t_first,
+            progress=progress if saw_ids else None,  # text chunks alone do not count tokens
         )

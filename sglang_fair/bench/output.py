@@ -35,7 +35,8 @@ def write_run(out_dir: Path, result: RunResult, run_info: dict, well_behaved: di
     with (out_dir / RECORDS).open("w") as f:
         for r in records:
             f.write(json.dumps(r.to_dict()) + "\n")
-    run = {**run_info, "partial": result.partial, "errors": list(result.errors), "backend_meta": result.meta}
+    run = {**run_info, "partial": result.partial, "errors": list(result.errors), "backend_meta": result.meta,
+           "params": result.params}
     summary = summarize(records, weights=weights, well_behaved=well_behaved, window_s=window_s, run=run)
     (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
     rows = timeline(records, weights, summary["window_s"]) if records else []

@@ -6,7 +6,7 @@ run are measured the same way. Times are seconds from the start of the run.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass
@@ -28,6 +28,15 @@ class RequestRecord:
     # an error record with the server's Retry-After, when it gave one.
     throttled: bool = False
     retry_after_s: float | None = None
+    # For auditing the fairness bounds (docs/metrics.md); None/empty when the
+    # backend cannot observe them, so older run directories still load.
+    t_admitted: float | None = None  # first admission into a running batch
+    # [time, cumulative output tokens] after each decode step/segment or streamed chunk.
+    progress: list[list[float]] | None = None
+    # [retracted at, re-admitted at or None] per retraction back to the waiting queue.
+    requeues: list[list[float | None]] = field(default_factory=list)
+    retractions: int | None = None  # how often it was retracted, when only the count is known
+    queue_time_s: float | None = None  # time spent waiting for admission, as the server reports it
 
     @property
     def ok(self) -> bool:

@@ -141,6 +141,20 @@ class FairScheduler:
         self.policy.charge_request(req, cost / self.options.weight_of(req.client), req.input_len, 0)
         return cost
 
+    def correct_admission(self, req: TrackedRequest, cached_len: int) -> float:
+        """The engine found ``cached_len`` cached where ``admit`` was told otherwise
+        (a router charges on its index's belief, before the worker matched):
+        charge the difference, a refund when negative, so the total is what
+        the engine really computed. Returns the difference."""
+        if not req.extend_charged or cached_len == req.cached_len:
+            return 0.0
+        cached_len = min(max(cached_len, 0), req.input_len)
+        delta = self.cost.admission(req.input_len, cached_len) - self.cost.admission(req.input_len, req.cached_len)
+        self.ledger.record_correction(req.client, cached_len - req.cached_len, delta)
+        req.cached_len = cached_len
+        self.policy.charge_request(req, delta / self.options.weight_of(req.client), 0, 0)
+        return delta
+
     # -- progress -------------------------------------------------------------
     def produced(self, req: TrackedRequest, total_output: int) -> float:
         """The request has now generated ``total_output`` tokens in all."""

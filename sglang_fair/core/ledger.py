@@ -40,6 +40,12 @@ class ServiceLedger:
         entry.service += cost
         entry.admitted += 1
 
+    def record_correction(self, client: str, cached_delta: int, cost: float) -> None:
+        """An admission's cached tokens turned out ``cached_delta`` different, costing ``cost`` more."""
+        entry = self._get(client)
+        entry.cached_tokens += cached_delta
+        entry.service += cost
+
     def record_output(self, client: str, tokens: int, cost: float) -> None:
         entry = self._get(client)
         entry.output_tokens += tokens

@@ -1,11 +1,13 @@
 """Fairness metrics: Jain's index over the all-active interval, and the largest
-service difference between backlogged clients."""
+service difference between backlogged clients (and between clients with
+requests in flight, which needs no server-side times)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from sglang_fair.bench.records import RequestRecord
+from sglang_fair.metrics.backlog import MissingAuditData, max_backlogged_gap
 from sglang_fair.metrics.service import ServiceWeights, active_interval, by_client, cumulative_service, outstanding
 
 
@@ -53,10 +55,24 @@ def jain_all_active(records: list[RequestRecord], weights: ServiceWeights) -> tu
     return jain_index(list(service_rates_in(records, interval, weights).values())), interval
 
 
-def max_backlogged_service_diff(records: list[RequestRecord], weights: ServiceWeights, step_s: float) -> float | None:
-    """max over client pairs f, g and intervals [t1, t2] during which both are
-    backlogged of |W_f(t1, t2) - W_g(t1, t2)| (the quantity VTC bounds),
-    evaluated on a grid of ``step_s``. None with fewer than two clients."""
+def max_backlogged_service_diff(records: list[RequestRecord], weights: ServiceWeights) -> float | None:
+    """The quantity the fairness theorems bound: max over client pairs and intervals
+    in which both have a request waiting for admission of |W_f - W_g|, with service
+    counted as delivered (sglang_fair/metrics/backlog.py), exact. None with fewer
+    than two clients or when the records lack admission times or output progress."""
+    try:
+        gap = max_backlogged_gap(records, weights)
+    except MissingAuditData:
+        return None
+    return None if gap is None else gap.value
+
+
+def max_in_flight_service_diff(records: list[RequestRecord], weights: ServiceWeights, step_s: float) -> float | None:
+    """max over client pairs f, g and intervals [t1, t2] during which both have a
+    request in flight (sent, not finished) of |W_f(t1, t2) - W_g(t1, t2)|, with
+    service placed as the client sees it (``cumulative_service``), on a grid of
+    ``step_s``. Needs no server-side times; it is not the quantity the papers
+    bound (running requests count as backlog). None with fewer than two clients."""
     groups = by_client(records)
     if len(groups) < 2:
         return None

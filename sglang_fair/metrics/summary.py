@@ -8,7 +8,12 @@ version if a meaning changes.
 from __future__ import annotations
 
 from sglang_fair.bench.records import RequestRecord
-from sglang_fair.metrics.fairness import jain_all_active, max_backlogged_service_diff, service_rates_in
+from sglang_fair.metrics.fairness import (
+    jain_all_active,
+    max_backlogged_service_diff,
+    max_in_flight_service_diff,
+    service_rates_in,
+)
 from sglang_fair.metrics.latency import distribution, program_latencies, request_latencies, ttfts
 from sglang_fair.metrics.service import (
     ServiceWeights,
@@ -21,7 +26,7 @@ from sglang_fair.metrics.service import (
     windowed_rates,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: max_backlogged_service_diff counts only requests waiting for admission
 
 
 def auto_window(records: list[RequestRecord]) -> float:
@@ -97,7 +102,10 @@ def summarize(
         "ttft_s": distribution(ttfts(records)),
         "request_latency_s": distribution(request_latencies(records)),
         "cache_hit_rate": cache_hit_rate(records),
-        "max_backlogged_service_diff": max_backlogged_service_diff(records, weights, window_s / 4),
+        # Delivered service counts extend tokens, as the schedulers charge them (docs/metrics.md).
+        "max_backlogged_service_diff": max_backlogged_service_diff(
+            records, ServiceWeights(weights.w_input, weights.w_output, "extend")),
+        "max_in_flight_service_diff": max_in_flight_service_diff(records, weights, window_s / 4),
     }
     clients = {}
     for c, rs in groups.items():

@@ -11,6 +11,7 @@ import inspect
 from sglang_fair.router.base import NoLiveWorkerError, Router
 from sglang_fair.router.cache_aware import CacheAwareRouter
 from sglang_fair.router.d2lpm import D2LPMRouter
+from sglang_fair.router.global_dlpm import GlobalDLPMRouter
 from sglang_fair.router.preble import PrebleRouter
 from sglang_fair.router.round_robin import PerClientRoundRobinRouter, RoundRobinRouter
 from sglang_fair.router.shortest_queue import ShortestQueueRouter
@@ -24,6 +25,7 @@ ROUTERS: dict[str, type[Router]] = {
         PrebleRouter,
         CacheAwareRouter,
         D2LPMRouter,
+        GlobalDLPMRouter,
     )
 }
 
@@ -48,6 +50,7 @@ __all__ = [
     "ROUTERS",
     "CacheAwareRouter",
     "D2LPMRouter",
+    "GlobalDLPMRouter",
     "NoLiveWorkerError",
     "PerClientRoundRobinRouter",
     "PrebleRouter",

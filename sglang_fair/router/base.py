@@ -13,6 +13,15 @@ which clients are idle: a client with nothing in flight for
 ``idle_timeout_s`` is forgotten (``forget_client``), so per-client state stays
 bounded by the clients active recently. ``clock`` is ``time.monotonic``; a
 backend in virtual time (the simulator) replaces it.
+
+Late binding (``holds_requests``): a router may keep a request instead of
+placing it at once (``route`` returns None) and place it later, when a worker
+has room; the backend then collects the placements with ``take_released``
+after every call into the router, and reports each request's admission
+(``on_admitted``) and output progress (``on_progress``) so the router knows
+when a worker has room again and what each client has received. A request the
+client abandons while the router still holds it is withdrawn with ``cancel``.
+Routers that place every request at once ignore these calls.
 """
 
 from __future__ import annotations
@@ -50,11 +59,14 @@ class RouterSnapshot:
     alive: list[bool]
     cached_tokens: list[int] | None = None  # per worker, as the prefix index believes (routers with one)
     deficits: dict[str, list[float]] = field(default_factory=dict)  # D²LPM's q_{i,w}, per client
+    held_requests: int = 0  # waiting in the router for a worker with room (late-binding routers)
+    client_deficits: dict[str, float] = field(default_factory=dict)  # one cluster-wide counter per client
 
 
 class Router(ABC):
     name: str
     index: RadixIndex | None = None  # the global prefix index, for routers that keep one
+    holds_requests: bool = False  # True: ``route`` may return None and place the request later
 
     def __init__(self, num_workers: int, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
@@ -68,8 +80,32 @@ class Router(ABC):
         self.clock: Callable[[], float] = time.monotonic
 
     @abstractmethod
-    def route(self, rid: str, client: str, tokens: Sequence[int], max_new_tokens: int) -> int:
-        """Choose the worker for a new request and record the dispatch."""
+    def route(self, rid: str, client: str, tokens: Sequence[int], max_new_tokens: int) -> int | None:
+        """Choose the worker for a new request and record the dispatch.
+
+        None (only where ``holds_requests``): the router keeps the request and
+        places it later, through ``take_released``.
+        """
+
+    def take_released(self) -> list[tuple[str, int]]:
+        """Held requests placed since the last call, as (rid, worker), in dispatch order.
+
+        Backends call it after every ``route``, ``on_admitted``, ``on_finish``,
+        ``cancel`` and ``on_worker_down`` and send each request to its worker.
+        """
+        return []
+
+    def on_admitted(self, rid: str, worker: int, cached_tokens: int | None = None) -> None:
+        """``worker`` moved ``rid`` from its waiting queue into a batch (first admission),
+        finding ``cached_tokens`` of its prompt in its cache (None: not reported)."""
+
+    def on_progress(self, rid: str, worker: int, output_tokens: int) -> None:
+        """``rid`` has generated ``output_tokens`` tokens so far on ``worker`` (cumulative)."""
+
+    def cancel(self, rid: str) -> bool:
+        """The client abandoned ``rid``: True if the router still held it (the backend
+        answers it and must not expect a completion); False if it was placed."""
+        return False
 
     def on_finish(self, rid: str, worker: int, output_tokens: int) -> None:
         """A request finished (or was aborted) on ``worker``.

@@ -18,6 +18,7 @@ from dataclasses import fields
 from tqdm import tqdm
 
 from sglang_fair.bench.backends import RunResult
+from sglang_fair.bench.params import sim_params
 from sglang_fair.bench.records import RequestRecord
 from sglang_fair.core import FairOptions
 from sglang_fair.sim.cluster import SimCluster, SimConfig
@@ -85,7 +86,10 @@ class SimBackend:
                            "%d decode steps (meta.extrapolated)", meta["profile"], extrapolated["prefill"],
                            extrapolated["decode"])
         partial = bool(errors) or any(r.error for r in records)
-        return RunResult(records=records, partial=partial, errors=errors, meta=meta)
+        wc = cluster.worker_config
+        params = sim_params(self.options, self.config.router, self.config.router_options, self.config.num_workers,
+                            wc.kv_pool_tokens, wc.max_running_requests)
+        return RunResult(records=records, partial=partial, errors=errors, meta=meta, params=params)
 
 
 class _Replay:
@@ -143,7 +147,8 @@ class _Replay:
             rid=req.rid, client=prog.client, program_id=prog.program_id, call_index=i,
             well_behaved=prog.well_behaved, t_sent=req.t_arrival, t_first_token=req.t_first_token,
             t_done=req.t_done, prompt_tokens=len(req.prompt), cached_tokens=req.cached_tokens,
-            output_tokens=req.out, worker=req.worker,
+            output_tokens=req.out, worker=req.worker, t_admitted=req.t_admitted, progress=req.progress,
+            requeues=req.requeues, retractions=len(req.requeues),
         )
         self.bar.update()
         self._release_children(p, i, req.t_done)

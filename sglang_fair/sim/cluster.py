@@ -76,10 +76,12 @@ class SimCluster:
         self.router = router_factory(config.router, config.num_workers, **config.router_options)
         self.router.clock = lambda: self.now  # idle clients are forgotten in virtual time
         self._feed_cached = _overrides(self.router, "on_cached")
+        self._late = self.router.holds_requests
+        self._held: dict[str, SimRequest] = {}  # rid -> request the router has not placed yet
         feed_evicted = _overrides(self.router, "on_evicted")
         self.workers = [
             SimWorker(rank, wc, options, self.cost, random.Random(f"{seed}-{rank}"), config.vocab_size,
-                      on_evict=self._evicted if feed_evicted else None)
+                      on_evict=self._evicted if feed_evicted else None, report_admissions=self._late)
             for rank in range(config.num_workers)
         ]
         self._events: list[tuple[float, int, int, Callable, tuple]] = []
@@ -108,6 +110,18 @@ class SimCluster:
     # -- handlers ------------------------------------------------------------------
     def _arrive(self, req: SimRequest) -> None:
         w = self.router.route(req.rid, req.client, req.prompt, req.max_new)
+        if w is None:  # a late-binding router holds it until some worker has room
+            self._held[req.rid] = req
+        else:
+            self._deliver(req, w)
+        self._release()
+
+    def _release(self) -> None:
+        """Send the requests a late-binding router placed since it was last asked."""
+        for rid, w in self.router.take_released():
+            self._deliver(self._held.pop(rid), w)
+
+    def _deliver(self, req: SimRequest, w: int) -> None:
         worker = self.workers[w]
         req.worker = w
         worker.now = max(worker.now, self.now)
@@ -130,6 +144,11 @@ class SimCluster:
         end = worker.start_iteration(self.now)
         if end is not None:
             self.at(end, self._iteration_end, worker, worker.pending)
+        if self._late:
+            admitted, worker.admitted = worker.admitted, []
+            for req in admitted:
+                self._feedback(self.config.feedback_delay_s, self.router.on_admitted, req.rid, worker.rank,
+                               req.cached_tokens)
 
     def _iteration_end(self, worker: SimWorker, pending: object) -> None:
         if worker.pending is not pending or pending.end != self.now:  # type: ignore[attr-defined]
@@ -139,6 +158,9 @@ class SimCluster:
         if self._feed_cached:
             for req in result.prefilled:
                 self._feedback(delay, self.router.on_cached, worker.rank, req.fill()[: req.computed])
+        if self._late:
+            for req in worker.running:
+                self._feedback(delay, self.router.on_progress, req.rid, worker.rank, req.out)
         for req in result.finished:
             self._feedback(delay, self.router.on_finish, req.rid, worker.rank, req.out)
             if self._feed_cached:
@@ -148,9 +170,14 @@ class SimCluster:
 
     def _feedback(self, delay: float, fn: Callable, *args: object) -> None:
         if delay == 0:
-            fn(*args)
+            self._tell(fn, *args)
         else:
-            self.at(self.now + delay, fn, *args)
+            self.at(self.now + delay, self._tell, fn, *args)
+
+    def _tell(self, fn: Callable, *args: object) -> None:
+        fn(*args)
+        if self._late:  # the news may have made room for a held request
+            self._release()
 
     def _evicted(self, rank: int, node: Node) -> None:
         # Routers read on_evicted(tokens) as "keeps at most tokens[:-1]": pass the
@@ -162,6 +189,8 @@ class SimCluster:
     def leaks(self) -> list[str]:
         """After a complete run: KV or locks still held, i.e. a simulator bug."""
         out = []
+        if self._held:
+            out.append(f"router still holds {len(self._held)} requests")
         for w in self.workers:
             if w.has_work or w.private or w.cache.protected_size:
                 out.append(f"worker {w.rank} not drained: {len(w.waiting)} queued, {len(w.running)} running, "

@@ -89,6 +89,19 @@ class SimRequest:
     computed: int = 0  # tokens of fill with KV (tree + private) while admitted
     private: int = 0  # KV slots held outside the tree (decode outputs, pending prefill)
     target: int = 0  # fill length this admission prefills to
+    # Audit trail for the records (RequestRecord.t_admitted, progress, requeues).
+    t_admitted: float | None = None
+    progress: list[list[float]] = field(default_factory=list)
+    requeues: list[list[float | None]] = field(default_factory=list)
+
+    def admitted_at(self, t: float) -> None:
+        if self.t_admitted is None:
+            self.t_admitted = t
+        elif self.requeues and self.requeues[-1][1] is None:  # back in a batch after a retraction
+            self.requeues[-1][1] = t
+
+    def produced_at(self, t: float) -> None:
+        self.progress.append([t, self.out])
 
     def fill(self) -> tuple[int, ...]:
         """What a prefill must cover: prompt plus the outputs kept over a retraction."""
@@ -123,7 +136,7 @@ class IterationResult:
 class SimWorker:
     def __init__(self, rank: int, config: WorkerConfig, options: FairOptions, cost: CostModel,
                  rng: random.Random, vocab_size: int,
-                 on_evict: Callable[[Node], None] | None = None) -> None:
+                 on_evict: Callable[[Node], None] | None = None, report_admissions: bool = False) -> None:
         self.rank = rank
         self.config = config
         self.cost = cost
@@ -146,6 +159,9 @@ class SimWorker:
         self.segment: _Segment | None = None
         self.pending: IterationResult | None = None  # the iteration in flight
         self.stats = WorkerStats()
+        # Requests admitted by the last iteration decision, for a router that
+        # places requests when workers have room (None: nobody asks).
+        self.admitted: list[SimRequest] | None = [] if report_admissions else None
 
     # -- queue ----------------------------------------------------------------
     def refusal(self, req: SimRequest) -> str | None:
@@ -301,7 +317,10 @@ class SimWorker:
             if req.cached_tokens is None:
                 req.cached_tokens = m.length
                 req.output_ids = tuple(self.rng.choices(range(self.vocab_size), k=req.max_new))
+            req.admitted_at(self.now)
             sched.admit(tracked, m.length)
+            if self.admitted is not None:
+                self.admitted.append(req)
             admitted.add(id(req))
             batch.append(req)
             if extend <= rem_chunk:
@@ -344,6 +363,7 @@ class SimWorker:
             if req is self.chunked:
                 continue
             req.out += 1
+            req.produced_at(self.now)
             if req.t_first_token is None:
                 req.t_first_token = self.now
             self.scheduler.produced(req.tracked, req.out)
@@ -380,6 +400,7 @@ class SimWorker:
         still = []
         for req in self.running:
             req.out += k
+            req.produced_at(self.now)
             req.private += k
             self.scheduler.produced(req.tracked, req.out)
             if req.out >= req.max_new:
@@ -414,6 +435,7 @@ class SimWorker:
             req.node = None
             req.computed = 0
             self.scheduler.requeue(req.tracked)
+            req.requeues.append([self.now, None])
             retracted.append(req)
         self.running = order
         self.waiting.extend(retracted)

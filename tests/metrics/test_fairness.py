@@ -5,6 +5,7 @@ from sglang_fair.metrics.fairness import (
     jain_all_active,
     jain_index,
     max_backlogged_service_diff,
+    max_in_flight_service_diff,
 )
 from sglang_fair.metrics.service import ServiceWeights
 from tests.metrics.helpers import rec
@@ -38,13 +39,19 @@ def test_no_common_interval():
     assert jain_all_active(records, ServiceWeights()) == (None, None)
 
 
-def test_max_backlogged_service_diff():
+def test_max_in_flight_service_diff():
     w = ServiceWeights(1, 0)
-    # both backlogged over [0, 10]; a gets 100 at t=2, b gets 40 at t=8 -> max |diff| = 100
+    # both in flight over [0, 10]; a gets 100 at t=2, b gets 40 at t=8 -> max |diff| = 100
     # (from t1 = 0 to t2 in [2, 8)).
     records = [rec("a", 0, 2, 10, prompt=100, out=0), rec("b", 0, 8, 10, prompt=40, out=0)]
-    assert max_backlogged_service_diff(records, w, 0.5) == pytest.approx(100)
-    # b is not backlogged when a is served: b's request is sent only at t=5
+    assert max_in_flight_service_diff(records, w, 0.5) == pytest.approx(100)
+    # b has nothing in flight when a is served: b's request is sent only at t=5
     records = [rec("a", 0, 2, 4, prompt=100, out=0), rec("b", 5, 8, 10, prompt=40, out=0)]
-    assert max_backlogged_service_diff(records, w, 0.5) == pytest.approx(0)
-    assert max_backlogged_service_diff([rec("a", 0, 1, 2)], w, 0.5) is None
+    assert max_in_flight_service_diff(records, w, 0.5) == pytest.approx(0)
+    assert max_in_flight_service_diff([rec("a", 0, 1, 2)], w, 0.5) is None
+
+
+def test_max_backlogged_service_diff_needs_admission_times():
+    # Records without t_admitted (older runs) cannot tell waiting from running.
+    records = [rec("a", 0, 2, 10, prompt=100, out=0), rec("b", 0, 8, 10, prompt=40, out=0)]
+    assert max_backlogged_service_diff(records, ServiceWeights(1, 0)) is None

@@ -10,7 +10,8 @@ from sglang_fair.router import ROUTERS, Router, make_router
 
 
 def test_all_methods_registered() -> None:
-    assert set(ROUTERS) == {"round_robin", "per_client_round_robin", "shortest_queue", "preble", "cache_aware", "d2lpm"}
+    assert set(ROUTERS) == {"round_robin", "per_client_round_robin", "shortest_queue", "preble", "cache_aware", "d2lpm",
+                            "d2lpm_global"}
 
 
 def test_unknown_router_and_option() -> None:
@@ -26,22 +27,44 @@ def test_unknown_router_and_option() -> None:
 def test_every_router_keeps_queue_sizes_consistent_under_random_feedback(name: str) -> None:
     rng = random.Random(7)
     r: Router = make_router(name, 4)
-    live_rids: list[str] = []
+    placed: list[str] = []  # on a worker, not finished
+    held: set[str] = set()  # kept by a late-binding router
+
+    def collect() -> None:
+        for rid, w in r.take_released():
+            assert rid in held and r.alive[w]
+            held.remove(rid)
+            placed.append(rid)
+
     for i in range(400):
         op = rng.random()
-        if op < 0.55 or not live_rids:
+        if op < 0.55 or not placed:
             tokens = [rng.randrange(3)] * rng.randint(1, 40) + [rng.randrange(100) for _ in range(5)]
             try:
                 w = r.route(f"r{i}", f"c{rng.randrange(3)}", tokens, rng.randint(1, 20))
             except Exception as exc:  # only when all are down
                 assert not any(r.alive), exc
                 continue
-            assert r.alive[w]
-            live_rids.append(f"r{i}")
-        elif op < 0.9:
-            rid = live_rids.pop(rng.randrange(len(live_rids)))
+            if w is None:
+                assert r.holds_requests
+                held.add(f"r{i}")
+            else:
+                assert r.alive[w]
+                placed.append(f"r{i}")
+        elif op < 0.75:
+            rid = placed.pop(rng.randrange(len(placed)))
             r.on_finish(rid, rng.randrange(4), rng.randint(0, 30))
             r.on_finish(rid, 0, 1)  # duplicate: ignored
+        elif op < 0.88:
+            rid = rng.choice(placed)
+            r.on_admitted(rid, r.inflight[rid].worker, rng.randint(0, 40))
+            r.on_progress(rid, r.inflight[rid].worker, rng.randint(0, 30))
+        elif op < 0.9:
+            if held:
+                rid = sorted(held)[0]
+                assert r.cancel(rid)
+                held.remove(rid)
+            assert not r.cancel(rng.choice(placed))  # placed: the worker answers it
         elif op < 0.95:
             r.on_evicted(rng.randrange(4), [rng.randrange(3)] * rng.randint(1, 40))
             r.on_cached(rng.randrange(4), [rng.randrange(3)] * rng.randint(1, 40))
@@ -51,9 +74,10 @@ def test_every_router_keeps_queue_sizes_consistent_under_random_feedback(name: s
             w = rng.randrange(4)
             if r.alive[w] and sum(r.alive) > 1:
                 for rid in r.on_worker_down(w):
-                    live_rids.remove(rid)
+                    placed.remove(rid)
+        collect()
         expect = [0] * 4
         for d in r.inflight.values():
             expect[d.worker] += 1
         assert r.queue_sizes == expect
-        assert len(r.inflight) == len(live_rids)
+        assert sorted(r.inflight) == sorted(placed)

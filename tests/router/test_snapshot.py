@@ -14,7 +14,10 @@ def test_snapshot_is_a_copy_of_the_routers_state(name: str) -> None:
         router.route(f"r{i}", f"c{i % 2}", [i % 3] * 50 + [i], 4)
     router.on_finish("r0", router.inflight["r0"].worker, 4)
     state = router.snapshot()
-    assert state.inflight == router.queue_sizes and sum(state.inflight) == 5
+    assert state.inflight == router.queue_sizes
+    # A late-binding router holds what no worker has room for yet.
+    assert sum(state.inflight) + state.held_requests == 5
+    assert state.held_requests == 0 or router.holds_requests
     assert state.alive == [True, True, True]
     if router.index is not None:
         assert state.cached_tokens == router.index.worker_tokens and sum(state.cached_tokens) > 0
@@ -26,5 +29,9 @@ def test_snapshot_is_a_copy_of_the_routers_state(name: str) -> None:
         assert router.deficits["c0"][0] != 1e9
     else:
         assert state.deficits == {}
+    if router.holds_requests:
+        assert set(state.client_deficits) == {"c0", "c1"}
+        state.client_deficits["c0"] = 1e9
+        assert router.snapshot().client_deficits["c0"] != 1e9
     state.inflight[0] += 100
     assert router.queue_sizes[0] != state.inflight[0]

@@ -1,0 +1,135 @@
+"""The scheduling configuration of a run, as ``summary.json`` records it (``run.params``).
+
+The fairness bounds (docs/fairness.md) depend on the policy, its quantum and
+token weights, the cost function, the router and its options, the number of
+workers and each worker's KV pool. The simulator knows all of them; a live
+server reports what ``/server_info`` exposes, and the ``--fair-*`` options
+are read back from its launch command. A value nobody could tell is ``None``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from sglang_fair.core.options import FairOptions
+
+PARAM_KEYS = (
+    "policy", "quantum", "input_weight", "output_weight", "cost", "client_weights",
+    "router", "router_options", "num_workers", "kv_pool_tokens", "max_running_requests", "source",
+)
+
+
+def effective_cost(policy: str | None, cost: str | None) -> str | None:
+    """The cost function a policy runs with: the option, else the policy's default."""
+    if cost is not None or policy is None:
+        return cost
+    from sglang_fair.core.policies import POLICIES
+
+    cls = POLICIES.get(policy)
+    return cls.default_cost if cls is not None else None
+
+
+def empty_params(source: str) -> dict:
+    return {key: None for key in PARAM_KEYS} | {"source": source}
+
+
+def sim_params(options: FairOptions, router: str, router_options: dict, num_workers: int,
+               kv_pool_tokens: int, max_running_requests: int) -> dict:
+    """Parameters of a simulated run (everything is known)."""
+    return {
+        "policy": options.policy,
+        "quantum": options.quantum,
+        "input_weight": options.input_weight,
+        "output_weight": options.output_weight,
+        "cost": effective_cost(options.policy, options.cost),
+        "client_weights": dict(options.client_weights),
+        "router": router,
+        "router_options": dict(router_options),
+        "num_workers": num_workers,
+        "kv_pool_tokens": kv_pool_tokens,
+        "max_running_requests": max_running_requests,
+        "source": "sim",
+    }
+
+
+def server_params(info: dict | None, policy_label: str | None) -> dict:
+    """Parameters of a live server from its ``/server_info`` answer (None: not available).
+
+    SGLang reports its own arguments and the KV pool size; our ``--fair-*``
+    options are not SGLang fields, so they are parsed from ``launch_command``
+    (options not given there have the plugin's defaults; a configuration set
+    through the ``SGLANG_FAIR_CONFIG`` variable instead cannot be seen).
+    """
+    if not info:
+        return empty_params("bench") | {"policy": policy_label}
+    policy = _find(info, "schedule_policy") or policy_label
+    dp = _find(info, "dp_size")
+    num_workers = int(dp) if isinstance(dp, (int, float)) else None
+    router = _find(info, "load_balance_method") if num_workers and num_workers > 1 else None
+    fair = _fair_arguments(info.get("launch_command"))
+    router_options = None
+    if fair is not None and router is not None:
+        from sglang_fair.binding.router_cli import router_config
+
+        try:
+            router_options = router_config(router, fair.fair_router_quantum, fair.fair_router_options)["options"]
+        except ValueError:
+            router_options = None
+    return {
+        "policy": policy,
+        "quantum": fair.fair_quantum if fair else None,
+        "input_weight": fair.fair_input_weight if fair else None,
+        "output_weight": fair.fair_output_weight if fair else None,
+        "cost": effective_cost(policy, fair.fair_cost) if fair else None,
+        "client_weights": _client_weights(fair.fair_client_weights) if fair else None,
+        "router": router,
+        "router_options": router_options,
+        "num_workers": num_workers,
+        "kv_pool_tokens": _int(_find(info, "max_total_num_tokens")),
+        "max_running_requests": _int(_find(info, "max_running_requests")),
+        "source": "server_info",
+    }
+
+
+def _fair_arguments(command: Any) -> argparse.Namespace | None:
+    """The ``--fair-*`` options of a launch command; None when there is no command."""
+    if not isinstance(command, str) or not command.strip():
+        return None
+    from sglang_fair.binding.cli import add_fair_arguments
+    from sglang_fair.binding.router_cli import extend_cli
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_fair_arguments(parser)
+    extend_cli(None, parser)
+    try:
+        ns, _ = parser.parse_known_args(shlex.split(command))
+    except (SystemExit, ValueError):  # argparse exits on a malformed value
+        return None
+    return ns
+
+
+def _client_weights(text: str | None) -> dict[str, float] | None:
+    from sglang_fair.core.options import OptionError, parse_client_weights
+
+    try:
+        return parse_client_weights(text)
+    except OptionError:
+        return None
+
+
+def _find(tree: Any, key: str) -> Any:
+    """The first value under ``key`` anywhere in a nested dict (SGLang groups its arguments)."""
+    if isinstance(tree, dict):
+        if key in tree:
+            return tree[key]
+        for value in tree.values():
+            found = _find(value, key)
+            if found is not None:
+                return found
+    return None
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,309 @@
+"""Cluster-wide DLPM with late binding: D²LPM made fair across workers.
+
+Why not Algorithm 2 alone: D²LPM places a request on a worker when it
+arrives, and each worker's DLPM is then fair only among the clients queued on
+*that* worker. A client queued on three workers gets three workers' worth of
+service while a client whose one request waits on a fourth gets one; with
+closed-loop programs (ToT, chat) this is the normal case, not a corner, and
+no per-worker counter can repair it once the placement is made.
+
+So the router keeps the queue that matters. A request waits in the router
+until some worker has room in a short local queue (at most
+``local_queue_requests`` requests and ``local_queue_tokens`` uncached prompt
+tokens dispatched there and not yet admitted into a batch). Which waiting
+request goes where is decided by one DLPM instance (``sglang_fair.core``, the
+code every worker runs) over the whole cluster's waiting requests:
+
+* candidates are (request, worker with room) pairs in longest-prefix-match
+  order, the match read from the global prefix index for that worker; among
+  equal matches the request that loses least cache by going there comes
+  first (its longest match anywhere minus its match here);
+* one deficit counter per client, refilled by ``quantum`` only when no
+  waiting client has a positive one (Algorithm 1's CHECKREFILL), gates them;
+* a dispatch charges w_e x the part of the prompt *not* cached on the chosen
+  worker, and every output token w_q as the workers report progress.
+
+A worker with room always receives work while any request waits (DLPM's walk
+is work-conserving), so the cluster is work-conserving up to the feedback
+delay; the local queues keep each worker's next batch ready meanwhile.
+docs/fairness.md proves the resulting bound (Theorem G),
+2 (2Q + w_e L + w_q |W| M + w_e |W| (B + L)) between any two clients that both
+have a request waiting anywhere, in the router or in a local queue
+(B = ``local_queue_tokens``, M = output a worker's batch and local queue can
+still produce), and tests/router/test_global_dlpm.py checks it on randomized
+traces.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sglang_fair.core import FairOptions, FairScheduler
+from sglang_fair.core.options import DEFAULT_QUANTUM
+from sglang_fair.core.requests import TrackedRequest
+from sglang_fair.router.base import Dispatch, RouterSnapshot
+from sglang_fair.router.d2lpm import check_quantum, check_weight
+from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
+from sglang_fair.router.indexed import IndexedRouter
+from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, Match
+
+DEFAULT_LOCAL_QUEUE_TOKENS = 8192  # about one prefill batch of uncached tokens per worker
+DEFAULT_LOCAL_QUEUE_REQUESTS = 16
+DEFAULT_CANDIDATES_PER_CLIENT = 16  # a client's oldest waiting requests considered per dispatch
+DEFAULT_AFFINITY_RATIO = 1.5  # Preble's rebalance ratio
+_PREFIX_KEY_TOKENS = 16  # requests sharing these first tokens likely share a longer prefix
+
+
+@dataclass(eq=False)
+class _Waiting:
+    """A request the router holds."""
+
+    rid: str
+    client: str
+    tokens: Sequence[int]
+    max_new: int
+    match: Match
+    key: int  # hash of the first tokens: dispatches of look-alikes make ``match`` stale
+    stale: bool = False
+
+
+class GlobalDLPMRouter(IndexedRouter):
+    name = "d2lpm_global"
+    holds_requests = True
+
+    def __init__(
+        self,
+        num_workers: int,
+        quantum: float = DEFAULT_QUANTUM,
+        input_weight: float = 1.0,
+        output_weight: float = 2.0,
+        local_queue_tokens: int = DEFAULT_LOCAL_QUEUE_TOKENS,
+        local_queue_requests: int = DEFAULT_LOCAL_QUEUE_REQUESTS,
+        candidates_per_client: int = DEFAULT_CANDIDATES_PER_CLIENT,
+        affinity_ratio: float | None = DEFAULT_AFFINITY_RATIO,
+        client_weights: dict[str, float] | None = None,
+        index_capacity_tokens: int = DEFAULT_CAPACITY_TOKENS,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    ) -> None:
+        super().__init__(num_workers, index_capacity_tokens, idle_timeout_s)
+        check_quantum(quantum)
+        if not math.isfinite(quantum):
+            raise ValueError("router quantum must be finite for d2lpm_global (it is the fairness quantum)")
+        self.input_weight = check_weight("input weight w_e", input_weight)
+        self.output_weight = check_weight("output weight w_q", output_weight)
+        for name, value in (("local_queue_tokens", local_queue_tokens), ("local_queue_requests", local_queue_requests),
+                            ("candidates_per_client", candidates_per_client)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"router {name} must be a positive integer, got {value!r}")
+        self.local_queue_tokens = local_queue_tokens
+        self.local_queue_requests = local_queue_requests
+        self.candidates_per_client = candidates_per_client
+        if affinity_ratio is not None and not (isinstance(affinity_ratio, (int, float)) and affinity_ratio >= 1):
+            raise ValueError(f"router affinity_ratio must be a number >= 1 or None, got {affinity_ratio!r}")
+        self.affinity_ratio = None if affinity_ratio is None else float(affinity_ratio)
+        # The cluster's one DLPM: "queued" = waiting in this router, "running" =
+        # dispatched and not finished; its clock is the router's (virtual in the simulator).
+        self.fair = FairScheduler(
+            FairOptions(policy="dlpm", quantum=float(quantum), input_weight=self.input_weight,
+                        output_weight=self.output_weight, cost="prefix-aware",
+                        client_weights=dict(client_weights or {}), idle_timeout_s=idle_timeout_s),
+            clock=lambda: self.clock(),
+        )
+        self.waiting: dict[str, dict[str, TrackedRequest]] = {}  # client -> its held requests, oldest first
+        self.by_key: dict[int, set[str]] = {}  # prefix key -> held rids
+        self.tracked: dict[str, TrackedRequest] = {}  # every request the router holds or has placed
+        # Dispatched and not yet admitted, per worker: rid -> uncached tokens charged.
+        self.local: list[dict[str, int]] = [{} for _ in range(num_workers)]
+        self.local_tokens = [0] * num_workers
+        # Work in flight per worker, as Preble estimates it: uncached prompt + w_q x max output.
+        self.load = [0.0] * num_workers
+        self._work: dict[str, float] = {}
+        self._released: list[tuple[str, int]] = []
+        self._next_gc = 0.0
+
+    # ---- requests in ------------------------------------------------------------
+
+    def route(self, rid: str, client: str, tokens: Sequence[int], max_new_tokens: int) -> int | None:
+        self.live_workers()  # NoLiveWorkerError before anything is recorded
+        if rid in self.tracked:
+            raise ValueError(f"router {self.name}: request id {rid!r} is already in flight")
+        self._collect_idle()
+        key = hash(tuple(tokens[:_PREFIX_KEY_TOKENS]))
+        held = _Waiting(rid, client, tokens, int(max_new_tokens), self.index.match(tokens), key)
+        tracked = self.fair.enqueue(rid, client, len(tokens), payload=held)
+        self.tracked[rid] = tracked
+        self.waiting.setdefault(tracked.client, {})[rid] = tracked
+        self.by_key.setdefault(key, set()).add(rid)
+        self._pump()
+        for i, (done, worker) in enumerate(self._released):
+            if done == rid:
+                del self._released[i]
+                return worker
+        return None
+
+    def take_released(self) -> list[tuple[str, int]]:
+        out, self._released = self._released, []
+        return out
+
+    def cancel(self, rid: str) -> bool:
+        tracked = self.tracked.get(rid)
+        if tracked is None or rid in self.inflight:
+            return False
+        self._unhold(tracked)
+        self.fair.finish(tracked)
+        del self.tracked[rid]
+        return True
+
+    # ---- feedback ---------------------------------------------------------------
+
+    def on_admitted(self, rid: str, worker: int, cached_tokens: int | None = None) -> None:
+        dispatch = self.inflight.get(rid)
+        if dispatch is None or rid not in self.local[dispatch.worker]:
+            return  # unknown, or a re-admission after a retraction
+        self._leave_local(rid, dispatch.worker)
+        if cached_tokens is not None:  # what the worker really computed, not what the index believed
+            self.fair.correct_admission(self.tracked[rid], int(cached_tokens))
+        self._pump()
+
+    def on_progress(self, rid: str, worker: int, output_tokens: int) -> None:
+        tracked = self.tracked.get(rid)
+        if tracked is not None and rid in self.inflight:
+            self.fair.produced(tracked, int(output_tokens))
+
+    def on_finish(self, rid: str, worker: int, output_tokens: int) -> None:
+        super().on_finish(rid, worker, output_tokens)
+        self._pump()
+
+    def _finished(self, rid: str, dispatch: Dispatch, output_tokens: int) -> None:
+        self._leave_local(rid, dispatch.worker)
+        self.load[dispatch.worker] = max(0.0, self.load[dispatch.worker] - self._work.pop(rid, 0.0))
+        tracked = self.tracked.pop(rid, None)
+        if tracked is not None:
+            self.fair.produced(tracked, output_tokens)
+            self.fair.finish(tracked)
+
+    def on_worker_down(self, worker: int) -> list[str]:
+        lost = super().on_worker_down(worker)
+        for rid in lost:
+            self._finished(rid, Dispatch("", worker, 0), 0)
+        if not any(self.alive):
+            # Nobody can ever run the held requests: hand them back to be failed.
+            held = [t for reqs in self.waiting.values() for t in reqs.values()]
+            for tracked in held:
+                self.cancel(tracked.rid)
+            lost += [t.rid for t in held]
+        else:
+            self._pump()
+        return lost
+
+    def snapshot(self) -> RouterSnapshot:
+        state = super().snapshot()
+        state.held_requests = sum(len(reqs) for reqs in self.waiting.values())
+        state.client_deficits = {c: q for c, q in self.fair.policy.deficits.items()}
+        return state
+
+    # ---- placement --------------------------------------------------------------
+
+    def _has_room(self, worker: int) -> bool:
+        return (self.alive[worker] and len(self.local[worker]) < self.local_queue_requests
+                and self.local_tokens[worker] < self.local_queue_tokens)
+
+    def _pump(self) -> None:
+        """Place held requests while some worker has room (each placement may fill one)."""
+        while self.waiting:
+            rooms = [w for w in range(self.num_workers) if self._has_room(w)]
+            if not rooms:
+                return
+            picked = self._pick(rooms)
+            if picked is None:
+                return
+            self._dispatch(*picked)
+
+    def _pick(self, rooms: list[int]) -> tuple[TrackedRequest, int] | None:
+        candidates: list[tuple[tuple[int, int, int], TrackedRequest, int]] = []
+        local_tokens, load = self.local_tokens, self.load
+        for reqs in self.waiting.values():
+            for tracked in itertools.islice(reqs.values(), self.candidates_per_client):
+                held: _Waiting = tracked.payload  # type: ignore[assignment]
+                if held.stale:
+                    held.match = self.index.match(held.tokens)
+                    held.stale = False
+                m = held.match
+                best = max(rooms, key=lambda w: (m.cached_len(w), -local_tokens[w], -load[w], -w))
+                cached = m.cached_len(best)
+                tracked.cached_len = cached
+                candidates.append(((-cached, m.length - cached, tracked.seq), tracked, best))
+        candidates.sort(key=lambda c: c[0])
+        where = {id(t): w for _, t, w in candidates}
+        for tracked in self.fair.walk([t for _, t, _ in candidates]):
+            worker = where[id(tracked)]
+            if not self._belongs_elsewhere(tracked.payload, worker):  # type: ignore[arg-type]
+                return tracked, worker
+        return None
+
+    def _belongs_elsewhere(self, held: _Waiting, worker: int) -> bool:
+        """Most of the prompt is cached on another worker whose extra load is
+        smaller than the prefill it would cost to recompute here: leave the
+        request for that worker (Preble's exploit rule, priced in the same
+        service units). Only requests DLPM would dispatch now are passed
+        over, so this costs idle time, never fairness."""
+        if self.affinity_ratio is None:
+            return False
+        m = held.match
+        here = m.cached_len(worker)
+        if m.length <= here or 2 * m.length <= len(held.tokens):
+            return False
+        load = self.load
+        holders = [h for h in range(self.num_workers) if m.workers >> h & 1 and self.alive[h]]
+        recompute = self.input_weight * (m.length - here)
+        return bool(holders) and min(load[h] for h in holders) <= self.affinity_ratio * load[worker] + recompute
+
+    def _dispatch(self, tracked: TrackedRequest, worker: int) -> None:
+        held: _Waiting = tracked.payload  # type: ignore[assignment]
+        self._unhold(tracked)
+        match = self.index.match(held.tokens)  # fresh: the charge is what this worker really lacks
+        cached = match.cached_len(worker)
+        self.fair.admit(tracked, cached)
+        # Until a worker admits it, the request still waits: its client counts as
+        # queued, so CHECKREFILL cannot refill others past a client stuck in a local queue.
+        self.fair.activity[tracked.client].queued += 1
+        self._record(held.rid, held.client, worker, len(held.tokens))
+        uncached = len(held.tokens) - cached
+        self.local[worker][held.rid] = uncached
+        work = self.input_weight * uncached + self.output_weight * held.max_new
+        self._work[held.rid] = work
+        self.load[worker] += work
+        self.local_tokens[worker] += uncached
+        self.index.insert(held.tokens, worker, after=match)
+        for rid in self.by_key.get(held.key, ()):  # look-alikes may now match longer on ``worker``
+            self.tracked[rid].payload.stale = True  # type: ignore[union-attr]
+        self._released.append((held.rid, worker))
+
+    def _unhold(self, tracked: TrackedRequest) -> None:
+        held: _Waiting = tracked.payload  # type: ignore[assignment]
+        reqs = self.waiting[tracked.client]
+        del reqs[held.rid]
+        if not reqs:
+            del self.waiting[tracked.client]
+        same = self.by_key[held.key]
+        same.discard(held.rid)
+        if not same:
+            del self.by_key[held.key]
+
+    def _leave_local(self, rid: str, worker: int) -> None:
+        tokens = self.local[worker].pop(rid, None)
+        if tokens is not None:
+            self.local_tokens[worker] -= tokens
+            tracked = self.tracked.get(rid)
+            if tracked is not None:
+                self.fair.activity[tracked.client].queued -= 1
+
+    def _collect_idle(self) -> None:
+        # The cluster DLPM forgets idle clients itself; a sweep at most once a second.
+        now = self.clock()
+        if now >= self._next_gc:
+            self._next_gc = now + 1.0
+            self.fair.collect_idle()
