@@ -54,7 +54,7 @@ def encode_identity(client: str | None, headers) -> str | None:
         if value is None or not value.strip():
             continue
         value = value.strip()
-        if key in _INTEGER_FIELDS and not (value.isdigit() and len(value) <= 9):
+        if key in _INTEGER_FIELDS and parse_count(value) is None:
             _bad_request(f"{_INTEGER_FIELDS[key]} must be an integer >= 0, got {value!r}")
         if ";" in value:
             _bad_request(f"header {header} must not contain ';'")
@@ -75,9 +75,17 @@ def decode_identity(routing_key: str | None) -> RequestIdentity:
         client or None,
         app=values.get("app"),
         interaction=values.get("ia"),
-        stage=int(stage) if stage is not None and stage.isdigit() else None,
-        system_tokens=int(values["sys"]) if values.get("sys", "").isdigit() else 0,
+        stage=parse_count(stage),
+        system_tokens=parse_count(values.get("sys")) or 0,
     )
+
+
+def parse_count(value: str | None) -> int | None:
+    """A count of at most 9 ASCII digits, else None. ``str.isdigit`` alone is not
+    enough: it accepts digits such as '²' that ``int()`` then refuses."""
+    if value is None or not (value.isascii() and value.isdigit() and len(value) <= 9):
+        return None
+    return int(value)
 
 
 def _bad_request(message: str):

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         pools = {}
         for item in args.kv_pool:
             model, sep, tokens = item.partition("=")
-            if not sep or not tokens.isdigit() or int(tokens) <= 0:
+            if not sep or not (tokens.isascii() and tokens.isdigit()) or int(tokens) <= 0:
                 raise CalibrationError(f"--kv-pool: expected MODEL=TOKENS with TOKENS > 0, got {item!r}")
             pools[model] = int(tokens)
         path = Path(args.calibration)
