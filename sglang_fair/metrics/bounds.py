@@ -10,8 +10,8 @@ the number of workers.
 * VTC, one worker (VTC paper, Theorem 4.4): ``2 max(w_in L_input, w_out M)``.
 * DLPM, one worker (DLPM paper, Theorem 4.1): ``2 (U + Q^u)``, ``U = w_e L_input + w_q M``.
 * DLPM behind the ``d2lpm`` router (Theorem 5.1): ``2 D (U + Q^u)``.
-* The ``d2lpm_global`` router (Theorem G): ``2 (2 Q^r + U_G)``,
-  ``U_G = w_e L_input + w_q D M_G + w_e D (B + L_input)``, with ``Q^r``, ``B`` and
+* The ``d2lpm_global`` router (Theorem G): ``2 (Q^r + U_G)``,
+  ``U_G = w_q D M_G + w_e D (B + L_input + R L_input)``, with ``Q^r``, ``B`` and
   ``R`` the router's ``quantum``, ``local_queue_tokens`` and
   ``local_queue_requests``, its token weights, and ``M_G = M + R x`` the
   longest output (a worker's batch plus its local queue).
@@ -90,11 +90,10 @@ def bound_for(params: dict, l_input: int, max_output: int | None = None) -> Boun
         # Requests in a local queue are not in the batch yet; each output fits the KV pool.
         out = max_output if max_output is not None else int(_need(params, "kv_pool_tokens"))  # type: ignore[arg-type]
         m_g = m + r * out
-        u_g = we * l_input + wq * d * m_g + we * d * (b + l_input)
-        return Bound("d2lpm_global Theorem G (docs/fairness.md)", True, 2 * (2 * q + u_g),
-                     f"2*(2*Q^r + w_e*L + w_q*D*(M + R*out) + w_e*D*(B + L)) = 2*(2*{q:g} + {we:g}*{l_input} "
-                     f"+ {wq:g}*{d}*({m_how} + {r}*{out}) + {we:g}*{d}*({b} + {l_input}))",
-                     ServiceWeights(we, wq, "extend"))
+        u_g = wq * d * m_g + we * d * (b + l_input + r * l_input)
+        return Bound("d2lpm_global Theorem G (docs/fairness.md)", True, 2 * (q + u_g),
+                     f"2*(Q^r + w_q*D*(M + R*out) + w_e*D*(B + L + R*L)) = 2*({q:g} + {wq:g}*{d}*({m_how} + {r}*{out})"
+                     f" + {we:g}*{d}*({b} + {l_input} + {r}*{l_input}))", ServiceWeights(we, wq, "extend"))
     we, wq = float(_need(params, "input_weight")), float(_need(params, "output_weight"))  # type: ignore[arg-type]
     measure = ServiceWeights(we, wq, _input_mode(params.get("cost")))
     if policy == "vtc" and d == 1:

@@ -27,11 +27,11 @@ A worker with room always receives work while any request waits (DLPM's walk
 is work-conserving), so the cluster is work-conserving up to the feedback
 delay; the local queues keep each worker's next batch ready meanwhile.
 docs/fairness.md proves the resulting bound (Theorem G),
-2 (2Q + w_e L + w_q |W| M + w_e |W| (B + L)) between any two clients that both
+2 (Q + w_q |W| M_G + w_e |W| (B + L + R L)) between any two clients that both
 have a request waiting anywhere, in the router or in a local queue
-(B = ``local_queue_tokens``, M = output a worker's batch and local queue can
-still produce), and tests/router/test_global_dlpm.py checks it on randomized
-traces.
+(B, R = ``local_queue_tokens``, ``local_queue_requests``; M_G = output a
+worker's batch and local queue can still produce), and
+tests/router/test_global_dlpm.py checks it on randomized traces.
 """
 
 from __future__ import annotations

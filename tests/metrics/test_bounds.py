@@ -28,11 +28,11 @@ def test_global_router_bound_reads_its_options_and_defaults():
     r = defaults["local_queue_requests"]
     b = bound_for(params(router="d2lpm_global", num_workers=2, router_options={"quantum": 500}), l_input=300)
     q, big_b = 500, defaults["local_queue_tokens"]
-    # Theorem G: 2 (2 Q + w_e L + w_q D (M + R out) + w_e D (B + L)); unknown outputs fit the KV pool.
-    assert b.theorem and b.value == 2 * (2 * q + 300 + 2 * 2 * (5000 + r * 5000) + 2 * (big_b + 300))
+    # Theorem G: 2 (Q + w_q D (M + R out) + w_e D (B + L + R L)); unknown outputs fit the KV pool.
+    assert b.theorem and b.value == 2 * (q + 2 * 2 * (5000 + r * 5000) + 2 * (big_b + 300 + r * 300))
     b = bound_for(params(router="d2lpm_global", num_workers=2, router_options={"local_queue_tokens": 100}), 300,
                   max_output=10)
-    assert b.value == 2 * (2 * defaults["quantum"] + 300 + 2 * 2 * (5000 + r * 10) + 2 * (100 + 300))
+    assert b.value == 2 * (defaults["quantum"] + 2 * 2 * (5000 + r * 10) + 2 * (100 + 300 + r * 300))
 
 
 def test_the_longest_output_tightens_m_when_the_batch_cannot_fill_the_pool():

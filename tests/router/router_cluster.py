@@ -12,7 +12,7 @@ Late-binding routers are driven as their contract says: held requests are
 sent when ``take_released`` names them, admissions and progress are
 reported. ``backlogged``, when given, receives per client and step whether
 the client had a request waiting for admission anywhere (in the router or a
-worker's queue) at the start of the step: the papers' notion of backlog.
+worker's queue) throughout the step: the papers' notion of backlog.
 """
 
 from __future__ import annotations
@@ -65,7 +65,6 @@ def run_cluster(
     local_quantum: float = 256.0,
     backlogged: dict[str, list[bool]] | None = None,
     local_policy: str = "dlpm",
-    held_backlog: dict[str, list[bool]] | None = None,
 ) -> dict[str, list[float]]:
     """Return each client's cumulative service after every step."""
     rng = random.Random(seed)
@@ -105,15 +104,6 @@ def run_cluster(
         for spec in clients:
             while inflight[spec.name] < (spec.outstanding or outstanding):
                 submit(spec)
-        if backlogged is not None:
-            waiting = {r.client for r in held.values()}
-            waiting.update(t.client for worker in workers for t in worker.queue)
-            for spec in clients:
-                backlogged.setdefault(spec.name, []).append(spec.name in waiting)
-        if held_backlog is not None:
-            in_router = {r.client for r in held.values()}
-            for spec in clients:
-                held_backlog.setdefault(spec.name, []).append(spec.name in in_router)
         for w, worker in enumerate(workers):
             sched = worker.sched
             for t in worker.queue:
@@ -146,7 +136,19 @@ def run_cluster(
             worker.running = still
         for name, total in served.items():
             cumulative[name].append(total)
+        if backlogged is not None:
+            _sample_backlog(clients, held, workers, backlogged)
     return cumulative
+
+
+def _sample_backlog(clients: list[ClientSpec], held: dict[str, _Req], workers: list[_Worker],
+                    backlogged: dict[str, list[bool]]) -> None:
+    # Sampled at the end of a step: requests arrive only at a step's start, so a
+    # client still waiting now waited throughout the step (from after its arrivals).
+    waiting = {r.client for r in held.values()}
+    waiting.update(t.client for worker in workers for t in worker.queue)
+    for spec in clients:
+        backlogged.setdefault(spec.name, []).append(spec.name in waiting)
 
 
 def max_backlogged_gap(a: list[float], b: list[float], busy_a: list[bool], busy_b: list[bool]) -> float:

@@ -143,13 +143,14 @@ def test_bad_options_are_refused() -> None:
 
 
 def global_bound(router: GlobalDLPMRouter, clients: list[ClientSpec]) -> float:
-    """2 (2Q + w_e L + w_q |W| M + w_e |W| (B + L)) (docs/fairness.md, Theorem G)."""
+    """2 (Q + w_q |W| M_G + w_e |W| (B + L + R L)) (docs/fairness.md, Theorem G)."""
     longest = max(c.prefix_len + c.suffix_len[1] for c in clients)
+    r = router.local_queue_requests
     # Output a worker's dispatched requests can still produce: its batch and its local queue.
-    m = (BATCH + router.local_queue_requests) * max(c.output_len[1] for c in clients)
+    m_g = (BATCH + r) * max(c.output_len[1] for c in clients)
     workers = router.num_workers
-    return 2 * (2 * router.fair.options.quantum + W_E * longest + W_Q * workers * m
-                + W_E * workers * (router.local_queue_tokens + longest))
+    return 2 * (router.fair.options.quantum + W_Q * workers * m_g
+                + W_E * workers * (router.local_queue_tokens + longest + r * longest))
 
 
 def paper_bound(workers: int, clients: list[ClientSpec], local_quantum: float) -> float:
