@@ -16,7 +16,7 @@ import sys
 
 from sglang_fair.binding import config
 from sglang_fair.core.options import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_QUANTUM, FairOptions, OptionError, parse_client_weights
-from sglang_fair.core.policies import POLICIES, make_policy
+from sglang_fair.core.policies import POLICIES, check_policy_config, make_policy
 
 # Stock SGLang policies that we also implement; they keep SGLang's behaviour.
 STOCK_POLICIES = ("fcfs", "lpm")
@@ -75,7 +75,8 @@ def capture_options(server_args, cls, args: argparse.Namespace, *rest, **kwargs)
     policy = server_args.schedule_policy if server_args.schedule_policy in POLICIES else "fcfs"
     try:
         options = options_from_namespace(args, policy)
-        make_policy(options, {})  # policy-specific settings (--fair-policy-config) fail here, not in a worker
+        make_policy(options, {})
+        check_policy_config(options)  # every section of --fair-policy-config fails here, not in a worker
     except OptionError as exc:
         sys.exit(f"sglang-fair: error: {exc}")
     config.export(options)

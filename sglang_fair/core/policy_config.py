@@ -15,9 +15,8 @@ import yaml
 from sglang_fair.core.options import FairOptions, OptionError
 
 
-def policy_section(options: FairOptions, section: str, known: set[str]) -> tuple[dict[str, Any], str]:
-    """The ``section`` mapping of the policy config (empty if none) and where it came from."""
-    raw = options.policy_config
+def load_policy_config(raw: str | dict | None) -> tuple[dict[str, Any], str]:
+    """The whole policy config as a mapping of sections, and where it came from."""
     where = "--fair-policy-config"
     if raw is None:
         return {}, where
@@ -32,6 +31,12 @@ def policy_section(options: FairOptions, section: str, known: set[str]) -> tuple
             raise OptionError(f"--fair-policy-config: {where} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise OptionError(f"{where}: expected a mapping of policy sections, got {type(raw).__name__}")
+    return raw, where
+
+
+def policy_section(options: FairOptions, section: str, known: set[str]) -> tuple[dict[str, Any], str]:
+    """The ``section`` mapping of the policy config (empty if none) and where it came from."""
+    raw, where = load_policy_config(options.policy_config)
     body = raw.get(section) or {}
     if not isinstance(body, dict):
         raise OptionError(f"{where}: section {section!r} must be a mapping")

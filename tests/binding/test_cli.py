@@ -56,3 +56,18 @@ def test_launcher_maps_policy_and_passes_everything_else(sglang_runtime):
     assert build_argv(["--model-path", "m"])[:2] == ["--schedule-policy", "dlpm"]
     with pytest.raises(SystemExit):
         build_argv(["--schedule-policy", "lpm"])
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read"),  # the file does not exist
+    ("fairsrve:\n  alpha: 2\n", "unknown sections ['fairsrve']"),
+    ("justitia:\n  histroy: x\n", "unknown keys in 'justitia'"),
+    ("fairserve:\n  alpha: -1\n", "alpha must be a finite number"),
+])
+def test_policy_config_is_checked_whatever_the_policy(sglang_runtime, tmp_path, content, message):
+    path = tmp_path / "policies.yaml"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as exc:
+        _parse(["--schedule-policy", "dlpm", "--fair-policy-config", str(path)])
+    assert message in str(exc.value) and str(path) in str(exc.value)

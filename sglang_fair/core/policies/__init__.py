@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from sglang_fair.core.options import OptionError
 
 from sglang_fair.core.policies.base import Policy, ThrottleDecision
 from sglang_fair.core.policies.dlpm import DLPMPolicy
@@ -12,6 +15,7 @@ from sglang_fair.core.policies.fcfs import FCFSPolicy
 from sglang_fair.core.policies.justitia import JustitiaPolicy
 from sglang_fair.core.policies.lpm import LPMPolicy
 from sglang_fair.core.policies.vtc import VTCPolicy
+from sglang_fair.core.policy_config import load_policy_config
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls for cls in (FCFSPolicy, LPMPolicy, VTCPolicy, DLPMPolicy, FairServePolicy, JustitiaPolicy)
@@ -23,4 +27,20 @@ def make_policy(options, activity: Mapping, clock: Callable[[], float] = time.mo
     return POLICIES[options.policy](options, activity, clock)
 
 
-__all__ = ["POLICIES", "Policy", "ThrottleDecision", "make_policy"]
+# Policies with settings of their own, each in the section of the policy config named after it.
+CONFIG_SECTIONS = (FairServePolicy.name, JustitiaPolicy.name)
+
+
+def check_policy_config(options) -> None:
+    """Read and check ``--fair-policy-config`` whatever policy runs: a missing file,
+    an unknown section or a bad setting in any section is an error naming the
+    file, not something found (or never found) when another policy is chosen."""
+    raw, where = load_policy_config(options.policy_config)
+    unknown = sorted(set(raw) - set(CONFIG_SECTIONS))
+    if unknown:
+        raise OptionError(f"{where}: unknown sections {unknown}; known: {list(CONFIG_SECTIONS)}")
+    for section in raw:
+        make_policy(replace(options, policy=section), {})
+
+
+__all__ = ["CONFIG_SECTIONS", "POLICIES", "Policy", "ThrottleDecision", "check_policy_config", "make_policy"]
