@@ -114,7 +114,8 @@ def _pair_gap(f: tuple[np.ndarray, np.ndarray], g: tuple[np.ndarray, np.ndarray]
               spans: list[tuple[float, float]]) -> tuple[float, tuple[float, float] | None]:
     best, where = 0.0, None
     for a, b in spans:
-        inside = [ts[(ts >= a) & (ts <= b)] for ts in (f[0], g[0])]
+        # Event times are sorted: slice instead of masking (runs have millions of progress points).
+        inside = [ts[np.searchsorted(ts, a, "left"):np.searchsorted(ts, b, "right")] for ts in (f[0], g[0])]
         times = np.union1d(np.union1d(inside[0], inside[1]), [a])
         # v[0] is D just before a, v[k+1] is D right after times[k]: service over
         # [times[i], times[j]] is v[j+1] - v[i], so the largest |difference| is max(v) - min(v).
