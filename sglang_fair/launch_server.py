@@ -4,7 +4,9 @@ The user-facing launcher: SGLang's own server with the sglang-fair plugin
 active. ``--policy`` maps to SGLang's ``--schedule-policy``; every other
 argument, including the ``--fair-*`` options, goes to SGLang unchanged. With
 ``--dp N`` (N > 1) and no ``--load-balance-method``, the data-parallel router
-defaults to D²LPM when it is installed.
+under ``--policy dlpm`` defaults to ``d2lpm_global`` (one cluster-wide DLPM
+with late binding); the paper's ``d2lpm`` stays available as
+``--load-balance-method d2lpm``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from sglang_fair.core.policies import POLICIES
 
 DEFAULT_POLICY = "dlpm"
+DEFAULT_DLPM_ROUTER = "d2lpm_global"  # fair across the cluster, not only per worker (docs/router.md)
 
 
 def build_argv(argv: list[str]) -> list[str]:
@@ -63,7 +66,7 @@ def _default_router(policy: str) -> str | None:
         from sglang_fair.router import ROUTERS
     except ImportError:
         return None
-    return "d2lpm" if policy == "dlpm" and "d2lpm" in ROUTERS else None
+    return DEFAULT_DLPM_ROUTER if policy == "dlpm" and DEFAULT_DLPM_ROUTER in ROUTERS else None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -60,7 +60,10 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
     SGLang reports its own arguments and the KV pool size; our ``--fair-*``
     options are not SGLang fields, so they are parsed from ``launch_command``
     (options not given there have the plugin's defaults; a configuration set
-    through the ``SGLANG_FAIR_CONFIG`` variable instead cannot be seen).
+    through the ``SGLANG_FAIR_CONFIG`` variable instead cannot be seen). The
+    router's options come from the ``fair_router`` section the plugin adds,
+    when the server has it (SGLang's ``launch_command`` loses the quoting of
+    a JSON ``--fair-router-options``).
     """
     if not info:
         return empty_params("bench") | {"policy": policy_label}
@@ -70,7 +73,10 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
     router = _find(info, "load_balance_method") if num_workers and num_workers > 1 else None
     fair = _fair_arguments(info.get("launch_command"))
     router_options = None
-    if fair is not None and router is not None:
+    described = info.get("fair_router")
+    if isinstance(described, dict) and router is not None and described.get("method") == router:
+        router_options = dict(described.get("options") or {})
+    elif fair is not None and router is not None:
         from sglang_fair.binding.router_cli import router_config
 
         try:

@@ -23,6 +23,15 @@ every request in flight on it (queued or running) gets one explicit error
 (finish reason ``abort``, status 503) from the controller; a late report from
 it is ignored. Requests are not re-dispatched, because the router cannot know
 whether one had already streamed tokens to its client.
+
+Routers that hold requests (``Router.holds_requests``, late binding): a
+request the router keeps (``route`` returns None) stays in the controller
+until the router places it; after every call into the router (a dispatch, a
+worker's report, an abort, a worker's death) the controller sends what
+``take_released`` returns. An abort for a held request withdraws it from the
+router (``cancel``) and answers it here, once; the abort still goes to the
+workers for the requests they have. When every worker is dead the held
+requests get the same 503 error as those in flight.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ import zmq
 from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
 from sglang_fair.binding import router_cli, router_feedback
-from sglang_fair.core.clients import normalize_client_id
+from sglang_fair.binding.identity import client_of
 from sglang_fair.router import NoLiveWorkerError, Router, make_router
 
 logger = logging.getLogger(__name__)
@@ -61,11 +70,15 @@ def register_hooks() -> None:
         ("sglang.srt.server_args.ServerArgs.add_cli_args", router_cli.extend_cli, HookType.AFTER),
         ("sglang.srt.server_args.ServerArgs.from_cli_args", router_cli.prepare_router_args, HookType.BEFORE),
         (f"{_DPC}.LoadBalanceMethod.from_str", router_cli.resolve_method, HookType.AROUND),
+        ("sglang.srt.utils.common.build_server_info", router_cli.describe_router, HookType.AFTER),
         (f"{_DPC}.DataParallelController.__init__", init_controller, HookType.AROUND),
         (f"{_DPC}.DataParallelController.event_loop", run_event_loop, HookType.AROUND),
         (f"{_SCHEDULER}.__init__", router_feedback.announce_worker, HookType.AFTER),
         (_STREAMER, router_feedback.report_finished, HookType.AFTER),
         (f"{_SCHEDULER}.send_abort_output", router_feedback.report_aborted, HookType.AFTER),
+        # Inert unless the router holds requests (SGLANG_FAIR_ROUTER_LATE_BINDING).
+        (f"{_SCHEDULER}.get_new_batch_prefill", router_feedback.report_admitted, HookType.AFTER),
+        (f"{_SCHEDULER}.process_batch_result", router_feedback.report_progress, HookType.AFTER),
     ]
     for target, hook, kind in hooks:
         HookRegistry.register(target, hook, kind)
@@ -113,6 +126,7 @@ class RouterBinding:
         self.controller = None
         self.to_tokenizer: zmq.Socket | None = None
         self.reply_route: dict[str, object] = {}  # rid -> http_worker_ipc, to send errors back
+        self.held: dict[str, object] = {}  # rid -> request the router holds (late binding), not yet sent
         self.worker_pids: dict[int, set[int]] = {}  # rank -> scheduler pids, from their hello
         self.ray_loops: list[list] | None = None  # rank -> its actors' event loop refs (Ray backend)
         self.metrics = None  # RouterMetrics with --enable-metrics
@@ -134,6 +148,7 @@ class RouterBinding:
         endpoint = config.get("feedback") or router_cli.feedback_endpoint()
         feedback.bind(endpoint)
         os.environ[router_feedback.FEEDBACK_ENV] = endpoint  # inherited by the schedulers spawned next
+        router_feedback.export_late_binding(router.holds_requests)
         kv: list[zmq.Socket] = []
         if "kv_port" in config:
             kv = _bind_kv_sockets(context, router_cli.router_host(), int(config["kv_port"]), num_workers)
@@ -171,7 +186,7 @@ class RouterBinding:
         if controller.maybe_external_dp_rank_routing(req):
             return
         rid = req.rid
-        client = normalize_client_id(getattr(req, "routing_key", None))
+        client = client_of(getattr(req, "routing_key", None))
         tokens = list(getattr(req, "input_ids", None) or [])
         sampling = getattr(req, "sampling_params", None)
         max_new = getattr(sampling, "max_new_tokens", None) or 0
@@ -190,20 +205,54 @@ class RouterBinding:
             self.unrouted += 1
         else:
             self.reply_route[rid] = getattr(req, "http_worker_ipc", None)
-        sock_send(controller.workers[worker], req)
+            if worker is None:  # late binding: the router places it when a worker has room
+                self.held[rid] = req
+        if worker is not None:
+            sock_send(controller.workers[worker], req)
+        self.send_released()
+
+    def send_released(self) -> None:
+        """Send the held requests the router placed since it was last asked (late binding)."""
+        if not self.router.holds_requests:
+            return
+        from sglang.srt.managers.io_struct import sock_send, unwrap_from_pickle, wrap_as_pickle
+
+        for rid, worker in self.router.take_released():
+            req = self.held.pop(rid, None)
+            if req is None:
+                logger.warning("sglang-fair router: released request %r was not held here; ignored", rid)
+                continue
+            # SGLang's dispatch wrapper put the request's timing stats back
+            # unpickled once our dispatch returned; the socket needs them wrapped.
+            req.time_stats = wrap_as_pickle(unwrap_from_pickle(getattr(req, "time_stats", None)))
+            sock_send(self.controller.workers[worker], req)
+
+    def cancel_held(self, abort) -> None:
+        """An ``AbortReq`` from the tokenizer: answer the requests it names that the router
+        still holds (the workers never saw them). SGLang matches rids by prefix."""
+        if not self.held or (not abort.abort_all and not abort.rid):
+            return
+        rids = [rid for rid in self.held if abort.abort_all or rid.startswith(abort.rid)]
+        for rid in rids:
+            if self.router.cancel(rid):
+                del self.held[rid]
+                self.reply_abort(rid, self.reply_route.pop(rid, None), abort.finished_reason, abort.abort_message)
+        self.send_released()
 
     def _fallback_worker(self) -> int | None:
         live = [w for w in range(self.router.num_workers) if self.router.alive[w]]
         return random.choice(live) if live else None
 
     def reply_error(self, rid: str, http_worker_ipc, message: str) -> None:
+        """Answer ``rid`` with HTTP 503 (finish reason ``abort``)."""
+        self.reply_abort(rid, http_worker_ipc, {"type": "abort", "message": message, "status_code": 503}, message)
+
+    def reply_abort(self, rid: str, http_worker_ipc, finished_reason: dict | None, message: str | None) -> None:
+        """Finish ``rid`` at the tokenizer as aborted, as a worker does for a queued request
+        (no ``finished_reason``: SGLang's own abort answer)."""
         from sglang.srt.managers.io_struct import AbortReq, sock_send
 
-        abort = AbortReq(
-            rid=rid,
-            finished_reason={"type": "abort", "message": message, "status_code": 503},
-            abort_message=message,
-        )
+        abort = AbortReq(rid=rid, finished_reason=finished_reason, abort_message=message)
         if http_worker_ipc is not None:
             abort.http_worker_ipc = http_worker_ipc
         sock_send(self.to_tokenizer, abort)
@@ -228,7 +277,7 @@ class RouterBinding:
                     recv_req = sock_recv(controller.recv_from_tokenizer, flags=zmq.NOBLOCK)
                 except zmq.ZMQError:
                     break
-                controller._request_dispatcher(recv_req)
+                self.receive(recv_req)
             self.drain_feedback()
             self.drain_kv_events()
             now = time.monotonic()
@@ -237,6 +286,14 @@ class RouterBinding:
                 self.check_workers(now)
                 if self.metrics is not None:
                     self.metrics.maybe_update(self.router, self.unrouted)
+
+    def receive(self, recv_req) -> None:
+        """One message from the tokenizer: SGLang's dispatcher, after answering aborts of held requests."""
+        from sglang.srt.managers.io_struct import AbortReq
+
+        if isinstance(recv_req, AbortReq):
+            self.cancel_held(recv_req)
+        self.controller._request_dispatcher(recv_req)
 
     def drain_feedback(self) -> None:
         while True:
@@ -248,18 +305,12 @@ class RouterBinding:
 
     def handle_feedback(self, raw: bytes) -> None:
         """``("hello", rank, pid)`` from a starting scheduler, ``("done", rank, [(rid, client, out)])``,
-        ``("beat", rank, 0)`` from one busy with long requests."""
+        ``("beat", rank, 0)`` from one busy with long requests; for late binding also
+        ``("admitted", rank, [(rid, cached)])`` and ``("progress", rank, [(rid, out)])``."""
         try:
             kind, rank, payload = self.decoder.decode(raw)
             rank = int(rank)
-            if kind == "hello":
-                pid = int(payload)
-            elif kind == "done":
-                reports = [(str(rid), int(out)) for rid, _client, out in payload]
-            elif kind == "beat":
-                reports = []
-            else:
-                raise ValueError(kind)
+            parsed = _parse_report(kind, payload)
         except (msgspec.DecodeError, TypeError, ValueError):
             logger.warning("sglang-fair router: malformed worker report ignored")
             return
@@ -267,14 +318,23 @@ class RouterBinding:
             logger.warning("sglang-fair router: report from unknown worker %s ignored", rank)
             return
         self.last_report[rank] = time.monotonic()
+        router = self.router
         if kind == "hello":
-            if pid not in self.worker_pids.setdefault(rank, set()):
-                self.worker_pids[rank].add(pid)
-                logger.info("sglang-fair router: worker %d is process %d", rank, pid)
+            if parsed not in self.worker_pids.setdefault(rank, set()):
+                self.worker_pids[rank].add(parsed)
+                logger.info("sglang-fair router: worker %d is process %d", rank, parsed)
             return
-        for rid, out in reports:
-            self.reply_route.pop(rid, None)
-            self.router.on_finish(rid, rank, out)
+        if kind == "done":
+            for rid, out in parsed:
+                self.reply_route.pop(rid, None)
+                router.on_finish(rid, rank, out)
+        elif kind == "admitted":
+            for rid, cached in parsed:
+                router.on_admitted(rid, rank, cached)
+        elif kind == "progress":
+            for rid, out in parsed:
+                router.on_progress(rid, rank, out)
+        self.send_released()  # a finish or an admission may have made room for a held request
 
     def drain_kv_events(self) -> None:
         for rank, sock in enumerate(self.kv_sockets):
@@ -337,9 +397,29 @@ class RouterBinding:
         controller = self.controller
         controller.status[rank] = False
         controller._refresh_active_workers()
-        logger.error("sglang-fair router: worker %d died; failing its %d requests in flight", rank, len(lost))
+        # With every worker dead, a late-binding router also hands back what it held.
+        held = {rid for rid in lost if self.held.pop(rid, None) is not None}
+        logger.error("sglang-fair router: worker %d died; failing its %d requests in flight",
+                     rank, len(lost) - len(held))
         for rid in lost:
-            self.reply_error(rid, self.reply_route.pop(rid, None), f"data-parallel worker {rank} died")
+            message = "no live data-parallel worker" if rid in held else f"data-parallel worker {rank} died"
+            self.reply_error(rid, self.reply_route.pop(rid, None), message)
+        if held:
+            logger.error("sglang-fair router: no live worker left; failed %d held requests", len(held))
+        self.send_released()  # the survivors may take requests meant for the dead worker
+
+
+def _parse_report(kind: str, payload) -> object:
+    """A worker report's payload, checked: a pid for ``hello``, else a list of (rid, count)."""
+    if kind == "hello":
+        return int(payload)
+    if kind == "done":
+        return [(str(rid), int(out)) for rid, _client, out in payload]
+    if kind in ("admitted", "progress"):
+        return [(str(rid), int(count)) for rid, count in payload]
+    if kind == "beat":
+        return []
+    raise ValueError(kind)
 
 
 def loops_per_rank(refs: list, num_ranks: int) -> list[list]:

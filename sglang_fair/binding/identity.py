@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sglang_fair.core.clients import normalize_client_id
+
 CLIENT_HEADER = "x-client-id"
 # header -> field of the encoded key; values are kept raw here and bounded by
 # the scheduler (core.clients / core.apps normalization).
@@ -78,6 +80,13 @@ def decode_identity(routing_key: str | None) -> RequestIdentity:
         stage=parse_count(stage),
         system_tokens=parse_count(values.get("sys")) or 0,
     )
+
+
+def client_of(routing_key: str | None) -> str:
+    """The client a request is charged to: the key's client part, normalized. Every
+    component (scheduler, router, reports) must use this, or application fields
+    would split one client into one id per interaction."""
+    return normalize_client_id(decode_identity(routing_key).client)
 
 
 def parse_count(value: str | None) -> int | None:

@@ -12,6 +12,10 @@ Hooks (registered by ``dp_controller.register_hooks``):
   ``SGLANG_FAIR_ROUTER_CONFIG`` for the controller.
 * AROUND ``LoadBalanceMethod.from_str``: our names resolve to ``ROUND_ROBIN``
   so the stock controller initialises; its dispatch is then replaced.
+* AFTER ``sglang.srt.utils.common.build_server_info`` (``/server_info``): a
+  ``fair_router`` section, ``{"method", "options"}``, with the options the
+  router runs with. SGLang's ``launch_command`` joins the arguments without
+  quoting, so a JSON ``--fair-router-options`` cannot be read back from it.
 
 The router's sockets (KV events, completion reports) listen on loopback unless
 ``SGLANG_FAIR_ROUTER_HOST`` names an address the workers can reach (Ray
@@ -96,6 +100,15 @@ def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
     return None
 
 
+def describe_router(info: dict, server_args, *args, **kwargs) -> dict:
+    """AFTER ``build_server_info``: add the router's method and options (what a benchmark
+    records to compute the run's fairness bound)."""
+    method = getattr(server_args, "load_balance_method", None)
+    if method in FAIR_METHODS and int(getattr(server_args, "dp_size", 1) or 1) > 1:
+        info["fair_router"] = {"method": method, "options": load_config(method)["options"]}
+    return info
+
+
 def resolve_method(original, cls, method: str):
     if isinstance(method, str) and method.lower() in FAIR_METHODS:
         return cls.ROUND_ROBIN  # placeholder: the controller binding swaps the dispatch
@@ -137,6 +150,11 @@ def reserve_feedback_endpoint(method: str | None = None) -> str | None:
         return None
     config.setdefault("feedback", feedback_endpoint())
     os.environ[CONFIG_ENV] = json.dumps(config)
+    from sglang_fair.binding import router_feedback  # needs zmq, which the bench's use of this module does not
+
+    # Those workers' environment is fixed now too: tell them whether to report admissions and progress.
+    router = ROUTERS.get(config.get("method"))
+    router_feedback.export_late_binding(router is not None and router.holds_requests)
     return config["feedback"]
 
 

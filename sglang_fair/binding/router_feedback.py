@@ -11,6 +11,19 @@ scheduler whose environment names the router's address in
   tokens)])`` for finished, rejected or aborted requests; ``("beat", rank, 0)``
   every few seconds from a worker busy with long requests.
 
+Only for a router that holds requests (late binding; the controller sets
+``SGLANG_FAIR_ROUTER_LATE_BINDING=1`` for the schedulers), two more, so that
+the router knows when a worker's local queue has room again and what each
+client has received:
+
+* ``report_admitted`` AFTER ``Scheduler.get_new_batch_prefill``: ``("admitted",
+  rank, [(rid, cached prompt tokens)])`` for requests entering a running batch
+  for the first time (a retracted request coming back is not reported again).
+* ``report_progress`` AFTER ``Scheduler.process_batch_result``: ``("progress",
+  rank, [(rid, output tokens so far)])``, one message for the batch's
+  unfinished requests that produced ``PROGRESS_EVERY_TOKENS`` tokens since
+  their last report (a batch decoding in step reports every few steps).
+
 Reports are pushed without ever blocking the worker: a full queue drops the
 report and counts it.
 """
@@ -24,16 +37,36 @@ import time
 import msgspec
 import zmq
 
-from sglang_fair.core.clients import normalize_client_id
+from sglang_fair.binding.identity import client_of
 
 logger = logging.getLogger(__name__)
 
 FEEDBACK_ENV = "SGLANG_FAIR_ROUTER_FEEDBACK"
+LATE_BINDING_ENV = "SGLANG_FAIR_ROUTER_LATE_BINDING"  # "1": the router holds requests
 HEARTBEAT_S = 5.0  # a worker running batches reports at least this often
+# The router charges a request's output at most this many tokens late;
+# reporting every token would cost one message per decode step.
+PROGRESS_EVERY_TOKENS = 4
 
 _sender: zmq.Socket | None | bool = False  # False: not looked up yet in this process
+_late_binding: bool | None = None  # None: not read yet in this process
 _dropped = 0
 _last_sent = 0.0
+
+
+def export_late_binding(holds_requests: bool) -> None:
+    """Tell the schedulers started from this process whether to report admissions and progress."""
+    if holds_requests:
+        os.environ[LATE_BINDING_ENV] = "1"
+    else:
+        os.environ.pop(LATE_BINDING_ENV, None)
+
+
+def _reports_late_binding() -> bool:
+    global _late_binding
+    if _late_binding is None:
+        _late_binding = os.environ.get(LATE_BINDING_ENV) == "1" and _feedback_sender() is not None
+    return _late_binding
 
 
 def _feedback_sender() -> zmq.Socket | None:
@@ -72,12 +105,12 @@ def _send(kind: str, payload: object) -> bool:
     return True
 
 
-def _send_reports(items: list[tuple[str, str, int]]) -> None:
+def _send_reports(items: list[tuple], kind: str = "done") -> None:
     global _dropped
-    if items and not _send("done", items):
+    if items and not _send(kind, items):
         _dropped += len(items)
         if _dropped == len(items) or _dropped % 10_000 < len(items):
-            logger.warning("sglang-fair: router feedback queue full, %d completion reports dropped", _dropped)
+            logger.warning("sglang-fair: router feedback queue full, %d reports dropped", _dropped)
 
 
 def announce_worker(result, scheduler, *args, **kwargs):
@@ -91,7 +124,7 @@ def _report(req) -> tuple[str, str, int] | None:
     if getattr(req, "_fair_router_reported", False):
         return None
     req._fair_router_reported = True
-    return (req.rid, normalize_client_id(getattr(req, "routing_key", None)), len(getattr(req, "output_ids", ()) or ()))
+    return (req.rid, client_of(getattr(req, "routing_key", None)), len(getattr(req, "output_ids", ()) or ()))
 
 
 def report_finished(result, streamer, reqs, *args, **kwargs):
@@ -109,4 +142,39 @@ def report_aborted(result, scheduler, abort_req, req, *args, **kwargs):
         item = _report(req)
         if item is not None:
             _send_reports([item])
+    return result
+
+
+def report_admitted(plan, scheduler, *args, **kwargs):
+    """AFTER ``Scheduler.get_new_batch_prefill``: the batch's requests admitted for the first time.
+
+    ``prefix_len`` is the prompt prefix the worker found in its cache when it
+    admitted the request (what SGLang reports as ``cached_tokens``), so the
+    router can correct the charge it made from its own index.
+    """
+    batch = getattr(plan, "batch_to_run", None)
+    if batch is None or not _reports_late_binding():
+        return plan
+    items = []
+    for req in batch.reqs:
+        if not getattr(req, "_fair_router_admitted", False):
+            req._fair_router_admitted = True
+            items.append((req.rid, min(int(req.prefix_len), len(req.origin_input_ids))))
+    _send_reports(items, "admitted")
+    return plan
+
+
+def report_progress(result, scheduler, batch, *args, **kwargs):
+    """AFTER ``Scheduler.process_batch_result``: cumulative output tokens of the batch's running
+    requests that produced ``PROGRESS_EVERY_TOKENS`` since their last report (finished ones
+    are reported as done)."""
+    if batch is None or not _reports_late_binding():
+        return result
+    items = []
+    for req in batch.reqs:
+        out = len(req.output_ids)
+        if not req.finished() and out - getattr(req, "_fair_router_progress", 0) >= PROGRESS_EVERY_TOKENS:
+            req._fair_router_progress = out
+            items.append((req.rid, out))
+    _send_reports(items, "progress")
     return result

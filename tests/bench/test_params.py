@@ -27,6 +27,14 @@ def test_server_params_from_server_info():
                                                                                               "server_info")
 
 
+def test_router_options_come_from_the_plugins_server_info_section():
+    # SGLang's launch_command joins argv unquoted: the JSON cannot be read back from it.
+    info = {"schedule_policy": "dlpm", "dp_size": 2, "load_balance_method": "d2lpm_global",
+            "launch_command": "--dp 2 --fair-router-options {\"local_queue_requests\": 2}",
+            "fair_router": {"method": "d2lpm_global", "options": {"local_queue_requests": 2}}}
+    assert server_params(info, policy_label=None)["router_options"] == {"local_queue_requests": 2}
+
+
 def test_server_params_without_server_info_keep_what_the_bench_was_told():
     p = server_params(None, policy_label="lpm")
     assert p["policy"] == "lpm" and p["source"] == "bench"

@@ -58,6 +58,14 @@ def test_launcher_maps_policy_and_passes_everything_else(sglang_runtime):
         build_argv(["--schedule-policy", "lpm"])
 
 
+def test_launcher_defaults_dlpm_to_the_global_router_and_keeps_d2lpm_selectable(sglang_runtime):
+    assert build_argv(["--dp", "2"])[-2:] == ["--load-balance-method", "d2lpm_global"]
+    assert build_argv(["--policy", "dlpm", "--dp=4"])[-2:] == ["--load-balance-method", "d2lpm_global"]
+    assert build_argv(["--dp", "2", "--load-balance-method", "d2lpm"]).count("--load-balance-method") == 1
+    assert "--load-balance-method" not in build_argv(["--policy", "vtc", "--dp", "2"])
+    assert "--load-balance-method" not in build_argv(["--policy", "dlpm"])
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read"),  # the file does not exist
     ("fairsrve:\n  alpha: 2\n", "unknown sections ['fairsrve']"),

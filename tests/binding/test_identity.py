@@ -35,3 +35,13 @@ def test_a_routing_key_sent_in_the_body_never_makes_decoding_raise(key):
     # routing_key can come straight from a client's body, past the header checks.
     who = decode_identity(key)
     assert who.client == "mallory" and who.stage is None and who.system_tokens == 0
+
+
+def test_every_interaction_of_a_client_is_charged_to_the_client():
+    # The router and the schedulers key deficits by client_of: application fields must not split a client.
+    from sglang_fair.binding.identity import client_of
+
+    a = encode_identity("alice", {"x-app-id": "agent", "x-interaction-id": "run-1"})
+    b = encode_identity("alice", {"x-app-id": "chat", "x-interaction-id": "run-2", "x-interaction-stage": "3"})
+    assert a != b and client_of(a) == client_of(b) == client_of("alice") == "alice"
+    assert client_of(None) == client_of("") == client_of(";app=x")

@@ -107,3 +107,25 @@ def test_reserved_feedback_endpoint_is_exported_once(monkeypatch) -> None:
     assert first and router_cli.reserve_feedback_endpoint() == first
     assert router_cli.load_config("d2lpm")["feedback"] == first
     assert router_cli.load_config("preble") == {"method": "preble", "options": {}}  # another method: defaults
+
+
+def test_reserving_the_endpoint_tells_workers_whether_to_report_admissions(monkeypatch) -> None:
+    from sglang_fair.binding import router_feedback
+
+    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    router_cli.reserve_feedback_endpoint("d2lpm_global")  # Ray actors' environment is fixed here
+    assert os.environ[router_feedback.LATE_BINDING_ENV] == "1"
+    monkeypatch.delenv(router_cli.CONFIG_ENV)
+    router_cli.reserve_feedback_endpoint("d2lpm")
+    assert router_feedback.LATE_BINDING_ENV not in os.environ
+
+
+def test_server_info_names_the_router_and_its_options(monkeypatch) -> None:
+    monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
+    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    router_cli.prepare_router_args(None, _namespace(load_balance_method="d2lpm_global",
+                                                    fair_router_options='{"local_queue_requests": 2}'))
+    info = router_cli.describe_router({}, _namespace(load_balance_method="d2lpm_global"))
+    assert info["fair_router"] == {"method": "d2lpm_global", "options": {"local_queue_requests": 2}}
+    assert "fair_router" not in router_cli.describe_router({}, _namespace(load_balance_method="round_robin"))
+    assert "fair_router" not in router_cli.describe_router({}, _namespace(dp_size=1))

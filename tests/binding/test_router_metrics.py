@@ -42,3 +42,27 @@ def test_refresh_is_rate_limited() -> None:
     metrics.maybe_update(router, 0)  # within the hour: not refreshed
     assert registry.get_sample_value("sglang_fair:router_inflight_requests", {"dp_rank": "0"}) == 0
     assert registry.get_sample_value("sglang_fair:router_cached_tokens", {"dp_rank": "0"}) is None  # no index
+
+
+def test_a_holding_router_exports_held_requests_and_cluster_deficits() -> None:
+    registry = prometheus_client.CollectorRegistry()
+    metrics = RouterMetrics(every_s=0, registry=registry)
+    router = make_router("d2lpm_global", 2, local_queue_requests=1)
+    for i in range(3):
+        router.route(f"a{i}", "alice", list(range(100 * i, 100 * i + 20)), 8)
+    router.route("b0", "bob", list(range(900, 920)), 8)
+    metrics.maybe_update(router, 0)
+
+    def value(name: str, **labels) -> float | None:
+        return registry.get_sample_value(f"sglang_fair:{name}", labels)
+
+    state = router.snapshot()
+    assert value("router_held_requests") == state.held_requests == 2
+    assert value("router_client_global_deficit", client="alice") == state.client_deficits["alice"]
+    assert value("router_client_global_deficit", client="bob") == state.client_deficits["bob"]
+    assert router.cancel("b0")
+    router.clock = lambda: 1e9  # bob has been idle for ever: the router forgets him
+    router.fair.collect_idle()
+    metrics.maybe_update(router, 0)
+    assert value("router_held_requests") == 1
+    assert value("router_client_global_deficit", client="bob") is None

@@ -1,0 +1,136 @@
+"""End to end: the default data-parallel router (``d2lpm_global``) in the real CPU server at --dp 2.
+
+``python -m sglang_fair.launch_server --policy dlpm --dp 2`` with no
+``--load-balance-method``: the launcher picks ``d2lpm_global``. Two clients:
+``wide`` keeps many requests with unrelated prompts in flight (they spread
+over both workers), ``pinned`` has two closed-loop programs whose prompts all
+share a long prefix (they stay with the worker that caches it). Short local
+queues (two requests per worker) and small batches make the router hold
+requests, so the late-binding path (holding, admission and progress reports,
+release) carries the run. The bench's HTTP backend replays it into a run
+directory and ``python -m sglang_fair.bench audit`` holds it against
+Theorem G's bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.server
+
+from sglang_fair.bench.backends import make_backend  # noqa: E402
+from sglang_fair.bench.output import write_run  # noqa: E402
+from sglang_fair.metrics.service import ServiceWeights  # noqa: E402
+from sglang_fair.testing.server import LocalServer  # noqa: E402
+from sglang_fair.workloads.model import Call, Program, Workload  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = tuple(11 + (i * 7) % 900 for i in range(512))
+ROUTER_OPTIONS = {"local_queue_requests": 2}
+MAX_NEW = 16
+WIDE_PROGRAMS, WIDE_CALLS = 16, 2  # with 4 running + 2 locally queued per worker, the router must hold some
+PINNED_PROGRAMS, PINNED_CALLS = 2, 5
+
+
+def _workload() -> Workload:
+    wide = [
+        Program(f"wide-{p}", "wide", 0.0, tuple(
+            Call(tokens=tuple((97 * p + 31 * c + 13 * i) % 1000 + 1 for i in range(48)), max_new_tokens=MAX_NEW,
+                 parents=(c - 1,) if c else ())
+            for c in range(WIDE_CALLS)
+        ))
+        for p in range(WIDE_PROGRAMS)
+    ]
+    pinned = [
+        Program(f"pinned-{p}", "pinned", 0.0, tuple(
+            Call(tokens=PREFIX + (901 + p, 950 + c, 3), max_new_tokens=MAX_NEW, parents=(c - 1,) if c else ())
+            for c in range(PINNED_CALLS)
+        ))
+        for p in range(PINNED_PROGRAMS)
+    ]
+    return Workload("wide-and-pinned", wide + pinned, seed=0, meta={"vocab_size": 1024})
+
+
+def _shims() -> str:
+    path = ROOT / "support" / "cpu_shims"
+    return str(path) if path.is_dir() else ""
+
+
+class RouterWatcher(threading.Thread):
+    """Polls the router's gauges on /metrics; keeps the most requests held, and in flight on a worker."""
+
+    HELD = re.compile(r"^sglang_fair:router_held_requests(?:\{\})? (\S+)$", re.M)
+    INFLIGHT = re.compile(r'^sglang_fair:router_inflight_requests\{dp_rank="\d"\} (\S+)$', re.M)
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.most_held, self.most_inflight, self.done = url, 0.0, 0.0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.3):
+            try:
+                with urllib.request.urlopen(self.url, timeout=10) as reply:
+                    text = reply.read().decode()
+            except OSError:
+                continue
+            self.most_held = max([self.most_held, *map(float, self.HELD.findall(text))])
+            self.most_inflight = max([self.most_inflight, *map(float, self.INFLIGHT.findall(text))])
+
+
+@pytest.fixture(scope="module")
+def server():
+    args = ["--policy", "dlpm", "--dp", "2", "--enable-metrics", "--max-running-requests", "4",
+            "--fair-router-options", json.dumps(ROUTER_OPTIONS)]
+    env = {"PYTHONPATH": os.pathsep.join(p for p in [_shims(), os.environ.get("PYTHONPATH", "")] if p)}
+    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True, env=env) as s:
+        yield s
+
+
+def test_both_clients_are_served_and_the_run_is_within_theorem_g(server: LocalServer, tmp_path: Path) -> None:
+    info = server.get_json("/server_info")
+    assert info["load_balance_method"] == "d2lpm_global"  # the launcher's default under --policy dlpm
+    watcher = RouterWatcher(server.url("/metrics"))
+    watcher.start()
+    backend = make_backend(server.base_url, policy="dlpm", timeout_s=120.0)
+    workload = _workload()
+    try:
+        result = backend.run(workload, progress=False)
+    finally:
+        watcher.done.set()
+        watcher.join()
+    run_dir = tmp_path / "run"
+    write_run(run_dir, result, {"workload": workload.name, "policy": "dlpm"}, {"wide": True, "pinned": True},
+              ServiceWeights(1.0, 2.0, "extend"))
+
+    assert not result.partial, result.errors[:3] or [r.error for r in result.records if not r.ok][:3]
+    by_client = {c: [r for r in result.records if r.client == c] for c in ("wide", "pinned")}
+    assert len(by_client["wide"]) == WIDE_PROGRAMS * WIDE_CALLS
+    assert len(by_client["pinned"]) == PINNED_PROGRAMS * PINNED_CALLS
+    for client, records in by_client.items():
+        assert all(r.output_tokens == MAX_NEW and r.t_admitted is not None for r in records), client
+    assert {r.worker for r in by_client["wide"]} == {0, 1}  # spread over both workers
+    # The pinned client's prefix is found cached: it stays with the worker that holds it.
+    hits = [r for r in by_client["pinned"] if (r.cached_tokens or 0) >= len(PREFIX)]
+    assert len(hits) >= len(by_client["pinned"]) - PINNED_PROGRAMS, [(r.worker, r.cached_tokens)
+                                                                     for r in by_client["pinned"]]
+    assert watcher.most_held > 0, "the router never held a request: the late-binding path was not exercised"
+    # A request leaves its worker's local queue when admitted (or finished): more requests
+    # in flight on a worker than its local queue holds means the admissions were reported.
+    assert watcher.most_inflight > ROUTER_OPTIONS["local_queue_requests"]
+
+    params = result.params
+    assert params["router"] == "d2lpm_global" and params["num_workers"] == 2
+    assert params["router_options"] == ROUTER_OPTIONS and params["kv_pool_tokens"]
+    audit = subprocess.run([sys.executable, "-m", "sglang_fair.bench", "audit", str(run_dir)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "d2lpm_global Theorem G" in audit.stdout and "within bound" in audit.stdout
