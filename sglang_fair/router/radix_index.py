@@ -14,6 +14,13 @@ correctness, so the cap is safe to make small.
 LRU order is an ``OrderedDict`` of nodes where every touch moves the path to
 the end deepest-first; hence each node sits before all its ancestors and the
 front is always a leaf, so eviction is O(1) per node.
+
+Why edges of tokens and not hashes of fixed-size token blocks (SGLang's KV
+event scheme): edges are compared by C-level list equality, a pointer-sized
+copy per token, never a Python step per token, and the answers are
+token-exact. Hashing a prompt's blocks costs a hash per token plus Python
+work per block, and measured slower than this whole tree even with 64- and
+256-token blocks (docs/performance.md, "Router decision time").
 """
 
 from __future__ import annotations
@@ -84,8 +91,14 @@ def _common_len(a: list[int], b: list[int], start: int) -> int:
     small chunk token by token, so the cost is O(match) copies, not
     O(edge x log edge) as a plain binary search over whole-edge slices.
     """
-    n = min(len(a), len(b) - start)
-    if a[:n] == b[start : start + n]:
+    n = len(b) - start
+    if len(a) <= n:
+        # The usual case, a whole edge inside the prompt: slice only the
+        # prompt (one copy, not two), and compare.
+        n = len(a)
+        if a == b[start : start + n]:
+            return n
+    elif a[:n] == b[start:]:
         return n
     lo, step = 0, 32
     while True:

@@ -151,3 +151,43 @@ def test_insert_after_match_equals_plain_insert(seed: int) -> None:
         slow.insert(tokens, w)
         assert sorted(fast.iter_paths()) == sorted(slow.iter_paths())
         assert fast.worker_tokens == slow.worker_tokens
+
+
+def _naive_common_len(a: list[int], b: list[int], start: int) -> int:
+    n = 0
+    while n < len(a) and start + n < len(b) and a[n] == b[start + n]:
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_common_len_every_divergence_point(seed: int) -> None:
+    # Edges shorter and longer than the rest of the prompt, divergence at every
+    # offset around the 32-token steps of the scan, and value-equal but
+    # distinct int objects (as a tokenizer produces), not only shared ones.
+    from sglang_fair.router.radix_index import _common_len
+
+    rng = random.Random(seed)
+    base = [rng.randrange(10**6, 10**7) for _ in range(300)]
+    for edge_len in (1, 31, 32, 33, 100, 300):
+        edge = base[:edge_len]
+        for start in (0, 7):
+            for cut in range(0, edge_len + 2, 3):
+                prompt = [0] * start + [int(str(x)) for x in base[:cut]] + [-1] * rng.randint(0, 40)
+                assert _common_len(edge, prompt, start) == _naive_common_len(edge, prompt, start)
+
+
+def test_cached_len_per_worker_and_prune_feedback() -> None:
+    index = RadixIndex(3)
+    stem = list(range(100, 400))
+    index.insert(stem + [1, 2, 3], 0)
+    index.insert(stem + [1, 9], 1)
+    index.insert(stem[:50], 2)
+    m = index.match(stem + [1, 2, 7])
+    assert (m.length, workers_of(m.workers)) == (302, [0])
+    assert [m.cached_len(w) for w in range(3)] == [302, 301, 50]
+    index.prune(stem + [1, 2], 0)  # worker 0 evicted from token 301 on: keeps stem + [1]
+    m = index.match(stem + [1, 2, 7])
+    assert (m.length, workers_of(m.workers)) == (301, [0, 1])
+    assert [m.cached_len(w) for w in range(3)] == [301, 301, 50]
+    assert index.worker_tokens == [301, 302, 50]
