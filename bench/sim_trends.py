@@ -1,38 +1,57 @@
-"""The DLPM paper's evaluation grid on the simulator.
+"""The DLPM paper's evaluation grid (§6.2, Fig. 7) on the simulator.
 
 For ToT, long-context QA and LLM-as-a-judge under S1 and S2 (configs/*_s1 /
-*_s2 with paper-scale lengths and the scenarios' Gamma arrivals) at D = 1, 2,
-4, 8, runs the paper's systems and writes a table of throughput, Jain's
-index, well-behaved clients' P50 / P99 program latency, cache hit rate and a
-fairness audit (the largest service gap between clients both waiting, against
-the bound of the configuration, as ``python -m sglang_fair.bench audit``
-computes it), then the targets the default router is held to. The request
-rate grows with D as in the paper: the scenario is generated BASE_COPIES x D
-times with different seeds and merged, arrivals compressed by RATE_SCALE.
-Each worker is a simulated H100 serving Llama-3.1-8B with the KV pool SGLang
-would give it (``h100_kv_pool_tokens``); ``--small-pool`` adds rows with a
-60,000-token pool, where the cache, not the arrival rate, is the bottleneck.
-``--sweeps`` also writes the Q^u sweep (Fig. 1) and the Q^w sweep (Fig. 10).
+*_s2 with the paper's lengths, Table 2) at D = 1, 2, 4, 8, runs the paper's
+systems and writes a table of throughput, Jain's index, well-behaved
+clients' P50 / P99 program latency, cache hit rate and a fairness audit (the
+largest service gap between two clients both waiting for admission, against
+the bound of the configuration), then the targets the default router is held
+to, and a plot of throughput relative to Preble.
 
-    PYTHONPATH=. python bench/sim_trends.py --out docs/sim-trends [--small-pool] [--sweeps] [--workers 1,2,4,8]
+Arrivals as in the paper (§6.1, "Synthetic Traces"): every client is one
+Gamma process (the scenario's CV, 2) whose rate grows with the number of
+GPUs: LOAD x D x the scenario's per-client rate, for ``--duration`` seconds
+(num_programs = rate x duration). LOAD puts one worker at about twice what it
+can serve, so the overload comes from the arrival rate, not from a starved
+cache. Each worker is a simulated H100 serving Llama-3.1-8B with the KV pool
+SGLang would give it (``h100_kv_pool_tokens``); ``--small-pool`` adds a few
+cells with a 60,000-token pool for comparison.
+
+Every run is written as a run directory (records.jsonl, summary.json,
+timeline.csv; no plots) under ``--runs-dir`` (default: a new temporary
+directory, not committed) and audited with ``sglang_fair.bench.audit.audit_run``,
+so ``python -m sglang_fair.bench audit RUNS_DIR/<run>`` reproduces the audit
+column. ``--sweeps`` also writes the Q^u sweep (Fig. 1) and the Q^w sweep
+(Fig. 10).
+
+    PYTHONPATH=. python bench/sim_trends.py --out docs/sim-trends --small-pool [--sweeps] [--runs-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import logging
+import math
+import re
+import shlex
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from sglang_fair.metrics.backlog import max_backlogged_gap
-from sglang_fair.metrics.bounds import bound_for
-from sglang_fair.metrics.summary import summarize
+from sglang_fair.bench.audit import AuditError, audit_run
+from sglang_fair.bench.backends import RunResult
+from sglang_fair.bench.output import RECORDS, SUMMARY, TIMELINE
+from sglang_fair.metrics.backlog import backlog_spans
+from sglang_fair.metrics.service import ServiceWeights, by_client
+from sglang_fair.metrics.summary import TIMELINE_COLUMNS, summarize, timeline
 from sglang_fair.sim.backend import SimBackend
 from sglang_fair.workloads.model import Workload
-from sglang_fair.workloads.registry import make_workload
+from sglang_fair.workloads.registry import build_workload
+from sglang_fair.workloads.spec import load_scenario, scenario_path
 
 # Paper-scale lengths (DLPM paper Table 2); the configs are scaled for the tiny CPU model.
 PAPER_SCALE = {
@@ -41,101 +60,228 @@ PAPER_SCALE = {
     "judge": {"article_tokens": 2701, "criterion_tokens": 32, "verdict_tokens": 256, "merge_tokens": 48,
               "verdict_summary_tokens": 64, "merge_output_tokens": 256},
 }
-# Load per worker: BASE_COPIES draws of the scenario per worker, arrivals
-# compressed by RATE_SCALE, so that one simulated H100 has to queue.
-BASE_COPIES = {"tot": 4, "qa": 2, "judge": 3}
-RATE_SCALE = {"tot": 2.5, "qa": 5.0, "judge": 5.0}
 
-# name -> (local policy, router); D = 1 uses the policy alone.
-SYSTEMS = {
-    "fcfs": ("fcfs", "round_robin"),
-    "rr+lpm": ("lpm", "round_robin"),
-    "vtc": ("vtc", "per_client_round_robin"),
-    "preble": ("lpm", "preble"),
-    "d2lpm-paper": ("dlpm", "d2lpm"),  # Algorithm 2 as published
-    "d2lpm": ("dlpm", "d2lpm_global"),  # the default router of --policy dlpm --dp N
+# Arrival rate at D = 1, as a multiple of each client's rate in configs/<workload>_<scenario>.yaml
+# (the misbehaving QA S1 client keeps its 4x rate). Chosen so that one simulated H100 is offered
+# about twice the service it delivers with LPM: measured with 60 s of arrivals, LPM saturates at
+# about 67k (ToT S1), 72k (ToT S2), 98k (QA S1), 92k (QA S2), 44k (judge S1) and 30k (judge S2)
+# service/s per worker. At D workers every rate is D x this.
+LOAD = {
+    ("tot", "s1"): 1.0,
+    ("tot", "s2"): 7.0,
+    ("qa", "s1"): 1.1,
+    ("qa", "s2"): 1.4,
+    ("judge", "s1"): 5.0,
+    ("judge", "s2"): 7.0,
 }
-DEFAULT, PEER, BASELINE = "d2lpm", "preble", "vtc"
+DURATION_S = 30.0  # seconds of arrivals (the same for every system and cell; 60 s takes over 45 min)
 
-# An H100 80GB serving Llama-3.1-8B in bf16 under SGLang 0.5.23's defaults
-# (arg_groups/memory_hook.handle_gpu_memory_settings: chunked prefill 8,192 on
-# an 80 GB card, activations reserved as 512 MiB + 1.5 MiB per chunk token +
-# 128 MiB, CUDA-graph buffers not counted).
-H100_MEMORY_MIB = 81_559
-SGLANG_RESERVED_MIB = 512 + 1.5 * 8192 + 128
-LLAMA_8B_WEIGHT_BYTES = 8.03e9 * 2
+# name -> (local policy, router, router options); D = 1 uses the policy alone (one row per policy).
+SYSTEMS = {
+    "fcfs": ("fcfs", "round_robin", {}),  # D = 1 only (at D > 1 it repeats rr+lpm, at a run's cost)
+    "rr+lpm": ("lpm", "round_robin", {}),
+    "vtc": ("vtc", "per_client_round_robin", {}),  # the paper's distributed VTC
+    "preble": ("lpm", "preble", {}),
+    # Algorithm 2 as published; Q^w 10,000 is the router's default, the middle of the paper's
+    # Fig. 10 sweep (the paper does not state the Q^w of Fig. 7).
+    "d2lpm-paper": ("dlpm", "d2lpm", {"quantum": 10_000}),
+    "d2lpm": ("dlpm", "d2lpm_global", {}),  # the default router of --policy dlpm --dp N
+}
+DEFAULT, PEER, BASELINE, PAPER = "d2lpm", "preble", "vtc", "d2lpm-paper"
+
+# KV pool per worker: an H100 80GB serving Llama-3.1-8B in bf16 under SGLang 0.5.23's defaults
+# (sglang/srt/arg_groups/memory_hook.py, handle_gpu_memory_settings, for a GPU of 60-90 GB):
+# mem_fraction_static = round((GPU - reserved) / GPU, 3), reserved = 512 MiB + 1.5 MiB per
+# chunked-prefill token (8,192) + tp/8 x 1,024 MiB + CUDA-graph buffers (2 MiB per decode batch
+# size up to 256, 8 MiB per prefill capture size: 58 sizes up to 8,192 tokens), at least 10 GiB;
+# the KV pool is what the static fraction leaves after the weights.
+H100_MEMORY_MIB = 81_559  # nvidia-smi memory.total of an H100 80GB HBM3 (the calibration GPU)
+SGLANG_CHUNKED_PREFILL = 8192
+SGLANG_DECODE_GRAPH_MAX_BS = 256
+SGLANG_PREFILL_GRAPH_SIZES = 58  # len(generate_prefill_cuda_graph_batch_sizes(8192))
+LLAMA_8B_WEIGHT_BYTES = 8_030_261_248 * 2  # parameters x bf16
 LLAMA_8B_KV_BYTES_PER_TOKEN = 32 * 8 * 128 * 2 * 2  # layers x KV heads x head dim x (K, V) x bf16
 SMALL_POOL_TOKENS = 60_000
 SMALL_POOL_CELLS = (("tot", "s2", 4), ("qa", "s1", 8))
 
 
+def sglang_reserved_mib(tp: int = 1) -> float:
+    reserved = (512 + 1.5 * SGLANG_CHUNKED_PREFILL + tp / 8 * 1024
+                + 2 * SGLANG_DECODE_GRAPH_MAX_BS + 8 * SGLANG_PREFILL_GRAPH_SIZES)
+    return max(reserved, 10 * 1024)
+
+
+def mem_fraction_static(gpu_mib: float = H100_MEMORY_MIB) -> float:
+    return round((gpu_mib - sglang_reserved_mib()) / gpu_mib, 3)
+
+
 def h100_kv_pool_tokens() -> int:
-    """KV pool per worker: (GPU memory - SGLang's reserve) - weights, in tokens."""
-    static = (H100_MEMORY_MIB - SGLANG_RESERVED_MIB) * 2**20
+    """KV pool per worker: mem_fraction_static x GPU memory - weights, in KV tokens."""
+    static = mem_fraction_static() * H100_MEMORY_MIB * 2**20
     return int((static - LLAMA_8B_WEIGHT_BYTES) // LLAMA_8B_KV_BYTES_PER_TOKEN)
-
-
-def scaled_workload(workload: str, scenario: str, copies: int, seed: int) -> Workload:
-    """``copies`` independent draws of the scenario merged: the same clients at ``copies`` x the rate."""
-    programs = []
-    for k in range(copies):
-        wl = make_workload(workload, scenario, PAPER_SCALE[workload], seed + 1000 * k)
-        for p in wl.programs:
-            programs.append(replace(p, program_id=f"{k}:{p.program_id}", arrival=p.arrival / RATE_SCALE[workload]))
-    programs.sort(key=lambda p: (p.arrival, p.program_id))
-    return Workload(f"{workload}-{scenario}-x{copies}", programs, seed=seed, meta=wl.meta)
 
 
 SIM = {"kv_pool_tokens": h100_kv_pool_tokens(), "lpm_queue_limit": 128}  # set from the command line
 
 
+def paper_workload(workload: str, scenario: str, workers: int, seed: int, duration: float = DURATION_S,
+                   load: float | None = None) -> Workload:
+    """The scenario with every client's Gamma rate x LOAD x ``workers`` for ``duration`` seconds."""
+    sc = load_scenario(scenario_path(workload, scenario), PAPER_SCALE[workload], seed)
+    scale = (LOAD[(workload, scenario)] if load is None else load) * workers
+    sc.clients = [replace(c, rate=c.rate * scale, num_programs=max(1, round(c.rate * scale * duration)))
+                  for c in sc.clients]
+    wl = build_workload(sc)
+    wl.name = f"{workload}-{scenario}-D{workers}"
+    return wl
+
+
+def client_rates(workload: str, scenario: str, seed: int = 0) -> dict[str, float]:
+    """Programs per second of each distinct client rate at D = 1 (client name -> rate)."""
+    sc = load_scenario(scenario_path(workload, scenario), PAPER_SCALE[workload], seed)
+    return {c.name: c.rate * LOAD[(workload, scenario)] for c in sc.clients}
+
+
+def prompt_lengths(calls) -> list[int]:
+    """Prompt length of each call of a program as the replay builds it: an ``extends_parent``
+    call's prompt is its first parent's prompt and output (max_new_tokens; outputs ignore EOS)
+    followed by its own tokens."""
+    out: list[int] = []
+    for c in calls:  # parents come before their children
+        n = len(c.tokens)
+        if c.extends_parent and c.parents:
+            p = c.parents[0]
+            n += out[p] + calls[p].max_new_tokens
+        out.append(n)
+    return out
+
+
+def offered_service(wl: Workload, w_input: float = 1.0, w_output: float = 2.0) -> float:
+    """Service of every call of the workload (whole prompt + output, the throughput's measure)."""
+    return sum(w_input * n + w_output * c.max_new_tokens
+               for p in wl.programs for n, c in zip(prompt_lengths(p.calls), p.calls))
+
+
+def arrival_span(wl: Workload) -> float:
+    return max((p.arrival for p in wl.programs), default=0.0)
+
+
+def write_run_dir(out_dir: Path, result: RunResult, run_info: dict, well_behaved: dict[str, bool],
+                  summary: dict) -> None:
+    """A run directory as ``python -m sglang_fair.bench run`` writes it (bench/output.py
+    write_run), without the three plots."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / RECORDS).open("w") as f:
+        for r in result.records:
+            f.write(json.dumps(r.to_dict()) + "\n")
+    (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    rows = timeline(result.records, ServiceWeights(), summary["window_s"]) if result.records else []
+    with (out_dir / TIMELINE).open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=TIMELINE_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def waiting_share(records, interval: tuple[float, float] | None, clients: list[str]) -> float | None:
+    """Mean over ``clients`` of the fraction of ``interval`` they had a request waiting for admission."""
+    if not interval or interval[1] <= interval[0] or not clients:
+        return None
+    groups = by_client(records)
+    a, b = interval
+    shares = []
+    for c in clients:
+        spans = backlog_spans(groups.get(c, []))
+        shares.append(sum(max(0.0, min(e, b) - max(s, a)) for s, e in spans) / (b - a))
+    return sum(shares) / len(shares)
+
+
 def run_one(wl: Workload, policy: str, router: str, workers: int, seed: int, fair: dict | None = None,
-            router_options: dict | None = None, **sim: object) -> dict:
+            router_options: dict | None = None, run_dir: Path | None = None, **sim: object) -> dict:
+    """Simulate one system on ``wl``; with ``run_dir``, write the run there and audit it."""
     backend = SimBackend(policy=policy, seed=seed, num_workers=workers, router=router if workers > 1 else "round_robin",
                          fair=fair, router_options=(router_options or {}) if workers > 1 else {}, **(SIM | sim))
     result = backend.run(wl, progress=False)
-    s = summarize(result.records)["overall"]
+    flags = {c: all(p.well_behaved for p in wl.programs if p.client == c) for c in wl.clients}
+    run_info = {"workload": wl.meta.get("workload"), "scenario": wl.meta.get("source"), "scenario_name": wl.name,
+                "policy": policy, "backend": "sim", "seed": seed,
+                "command": "bench/sim_trends.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
+    run = {**run_info, "partial": result.partial, "errors": list(result.errors), "backend_meta": result.meta,
+           "params": result.params}
+    summary = summarize(result.records, well_behaved=flags, run=run)
+    s = summary["overall"]
     wb = s["well_behaved_program_latency_s"]
-    ok = [r for r in result.records if r.ok]
-    bound = bound_for(result.params, max(r.prompt_tokens for r in ok), max(r.output_tokens for r in ok))
-    gap = max_backlogged_gap(result.records, bound.measure)
-    return {
+    interval = tuple(s["jain_interval_s"]) if s["jain_interval_s"] else None
+    row = {
         "throughput": s["throughput"]["service_per_s"],
         "jain": s["jain_index"],
         "wb_p50": wb["p50"],
         "wb_p99": wb["p99"],
         "hit_rate": s["cache_hit_rate"],
+        "wb_waiting": waiting_share(result.records, interval, [c for c, ok in flags.items() if ok]),
         "requests": s["requests"],
         "ok": s["requests_ok"],
-        "gap": gap.value if gap is not None else 0.0,
-        "bound": bound.value,
-        "theorem": bound.name if bound.theorem else None,
-        "kv_pool_tokens": (SIM | sim)["kv_pool_tokens"],
+        "kv_pool_tokens": (SIM | sim).get("kv_pool_tokens"),
         "sim_time_s": result.meta["sim_time_s"],
         "extrapolated": result.meta["extrapolated"],
         "wall_s": result.meta["wall_s"],
     }
+    if run_dir is not None:
+        write_run_dir(run_dir, result, run_info, flags, summary)
+        row["run_dir"] = str(run_dir)
+        try:
+            a = audit_run(run_dir)
+        except AuditError as e:
+            row["audit_error"] = str(e)
+        else:
+            row |= {"gap": a.gap.value, "bound": a.bound.value, "bound_name": a.bound.name,
+                    "theorem": a.bound.theorem, "within": not a.violated, "worst_pair": a.gap.clients,
+                    "audit_notes": a.notes}
+    return row
 
 
-def grid(args) -> list[dict]:
-    cells = [(w, sc, d, SIM["kv_pool_tokens"]) for w in args.workloads for sc in ("s1", "s2") for d in args.workers]
+def cells(args) -> list[tuple[str, str, int, int]]:
+    out = [(w, sc, d, SIM["kv_pool_tokens"]) for w in args.workloads for sc in ("s1", "s2") for d in args.workers]
     if args.small_pool:
-        cells += [(w, sc, d, SMALL_POOL_TOKENS) for w, sc, d in SMALL_POOL_CELLS
-                  if w in args.workloads and d in args.workers]
-    rows, t0 = [], time.perf_counter()
-    for workload, scenario, d, pool in cells:
-        wl = scaled_workload(workload, scenario, BASE_COPIES[workload] * d, args.seed)
-        for name, (policy, router) in SYSTEMS.items():
-            if d == 1 and router not in ("round_robin", "d2lpm"):
-                continue  # one worker: one row per local policy (preble/vtc/d2lpm rows would repeat it)
-            label = name if d > 1 else {"d2lpm-paper": "dlpm"}.get(name, name)
-            r = run_one(wl, policy, router, d, args.seed, kv_pool_tokens=pool)
-            rows.append({"workload": workload, "scenario": scenario, "D": d, "system": label} | r)
-            print(f"[{time.perf_counter() - t0:6.0f}s] {workload} {scenario} D={d} pool={pool} {label:11s} "
+        out += [(w, sc, d, SMALL_POOL_TOKENS) for w, sc, d in SMALL_POOL_CELLS
+                if w in args.workloads and d in args.workers]
+    return out
+
+
+def systems_at(d: int) -> list[tuple[str, tuple[str, str, dict]]]:
+    """D = 1: one row per local policy, named after it (no router; Preble is multi-GPU only)."""
+    if d > 1:
+        return [(n, s) for n, s in SYSTEMS.items() if n != "fcfs"]  # FCFS behind round-robin ~ rr+lpm
+    seen, out = set(), []
+    for name, (policy, router, _) in SYSTEMS.items():
+        if router == "preble" or policy in seen:
+            continue
+        seen.add(policy)
+        out.append((policy, (policy, "round_robin", {})))
+    return out
+
+
+def grid(args, runs_dir: Path) -> tuple[list[dict], list[dict]]:
+    rows, loads, t0 = [], [], time.perf_counter()
+    for workload, scenario, d, pool in cells(args):
+        wl = paper_workload(workload, scenario, d, args.seed, args.duration, None if args.load_scale == 1
+                            else LOAD[(workload, scenario)] * args.load_scale)
+        load = {"workload": workload, "scenario": scenario, "D": d, "kv_pool_tokens": pool,
+                "programs": len(wl.programs), "calls": wl.num_calls(), "arrival_span_s": arrival_span(wl),
+                "offered_service": offered_service(wl)}
+        loads.append(load)
+        for name, (policy, router, opts) in systems_at(d):
+            tag = f"{workload}-{scenario}-D{d}-{name.replace('+', '-')}" + ("" if pool == SIM["kv_pool_tokens"]
+                                                                        else f"-pool{pool}")
+            r = run_one(wl, policy, router, d, args.seed, router_options=opts, run_dir=runs_dir / tag,
+                        kv_pool_tokens=pool)
+            rows.append({"workload": workload, "scenario": scenario, "D": d, "system": name} | r)
+            audit = (f"gap/bound={r['gap'] / r['bound']:.3f}{'' if r['theorem'] else ' (ref)'}" if "gap" in r
+                     else f"AUDIT FAILED: {r['audit_error']}")
+            print(f"[{time.perf_counter() - t0:6.0f}s] {workload} {scenario} D={d} pool={pool} {name:11s} "
                   f"thr={r['throughput']:9.0f} jain={_f(r['jain'])} p50={_f(r['wb_p50'])} p99={_f(r['wb_p99'])} "
-                  f"hit={_f(r['hit_rate'])} gap/bound={r['gap'] / r['bound']:.3f} ({r['ok']}/{r['requests']})",
+                  f"hit={_f(r['hit_rate'])} {audit} ({r['ok']}/{r['requests']} req, {r['wall_s']:.1f}s sim)",
                   flush=True)
-    return rows
+    return rows, loads
 
 
 def sweeps(args, out: Path) -> dict:
@@ -147,7 +293,7 @@ def sweeps(args, out: Path) -> dict:
     res: dict = {"qu": [], "qw": []}
     # Fig. 1 compares against an LPM that always sorts: lift SGLang's 128-request cap here.
     always_lpm = {"lpm_queue_limit": 1 << 30}
-    wl = scaled_workload("tot", "s1", BASE_COPIES["tot"], args.seed)
+    wl = paper_workload("tot", "s1", 1, args.seed, args.duration)
     for q in (256, 1024, 4096, 16384, 65536, 262144, 1048576):
         r = run_one(wl, "dlpm", "round_robin", 1, args.seed, fair={"quantum": q}, **always_lpm)
         res["qu"].append({"quantum": q} | r)
@@ -165,17 +311,18 @@ def sweeps(args, out: Path) -> dict:
         ax.set_xlabel(label)
         ax.set_ylabel("throughput (service / s)")
         ax.legend(fontsize=7)
-    fig.suptitle(f"ToT S1, D=1, simulated H100 8B, KV pool {SIM['kv_pool_tokens']} tokens")
+    fig.suptitle(f"ToT S1, D=1, simulated H100 8B, KV pool {SIM['kv_pool_tokens']:,} tokens")
     fig.tight_layout()
     fig.savefig(out / "qu_sweep.png", dpi=120)
 
     d = 4
-    wl4 = scaled_workload("tot", "s1", BASE_COPIES["tot"] * d, args.seed)
+    wl4 = paper_workload("tot", "s1", d, args.seed, args.duration)
     for q in (500, 2000, 8000, 40000, 200000):
         r = run_one(wl4, "dlpm", "d2lpm", d, args.seed, router_options={"quantum": q})
         res["qw"].append({"quantum": q} | r)
         print(f"Q^w={q}: thr={r['throughput']:.0f} jain={_f(r['jain'])}", flush=True)
-    others = {name: run_one(wl4, pol, rt, d, args.seed) for name, (pol, rt) in SYSTEMS.items() if name != "d2lpm-paper"}
+    others = {name: run_one(wl4, pol, rt, d, args.seed, router_options=opts)
+              for name, (pol, rt, opts) in SYSTEMS.items() if name != PAPER}
     res["qw_baselines"] = others
     fig, ax = plt.subplots(figsize=(5, 4))
     qs = [r["quantum"] for r in res["qw"]]
@@ -188,7 +335,7 @@ def sweeps(args, out: Path) -> dict:
     ax2 = ax.twinx()
     ax2.plot(qs, [r["jain"] for r in res["qw"]], "o--", color="k", label="D2LPM (paper) Jain")
     ax2.set_ylabel("Jain's index")
-    ax.set_title(f"ToT S1, D={d}, KV pool {SIM['kv_pool_tokens']} tokens/worker (simulated)")
+    ax.set_title(f"ToT S1, D={d}, KV pool {SIM['kv_pool_tokens']:,} tokens/worker (simulated)", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(out / "qw_sweep.png", dpi=120)
@@ -196,49 +343,182 @@ def sweeps(args, out: Path) -> dict:
 
 
 def _f(x: float | None) -> str:
-    return "  -  " if x is None else f"{x:.3f}" if x < 10 else f"{x:.1f}"
+    return "-" if x is None else f"{x:.3f}" if x < 10 else f"{x:.1f}"
+
+
+def _bound_label(r: dict) -> str:
+    if "gap" not in r:
+        return "audit failed"
+    if not r["theorem"]:
+        return "reference"
+    m = re.search(r"Theorem (\S+)", r["bound_name"])
+    return f"Thm {m.group(1)}" if m else r["bound_name"]
+
+
+def _audit_cell(r: dict) -> str:
+    if "gap" not in r:
+        return f"failed: {r['audit_error']}"
+    ratio = r["gap"] / r["bound"] if r["bound"] > 0 else math.inf
+    verdict = ("within" if r["within"] else "**OVER**") if r["theorem"] else ("below" if r["within"] else "above")
+    return f"{r['gap']:,.0f} / {r['bound']:,.0f} = {ratio:.3f}, {verdict}"
 
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| workload | scenario | D | KV pool | system | throughput (service/s) | Jain | WB P50 (s) | WB P99 (s) "
-             "| hit rate | gap / bound | bound |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| hit rate | WB waiting | audit: max gap / bound | bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ratio = r["gap"] / r["bound"]
-        bound = r["theorem"] or "reference (no theorem)"
-        lines.append(f"| {r['workload']} | {r['scenario']} | {r['D']} | {r['kv_pool_tokens']} | {r['system']} | "
-                     f"{r['throughput']:.0f} | {_f(r['jain'])} | {_f(r['wb_p50'])} | {_f(r['wb_p99'])} | "
-                     f"{_f(r['hit_rate'])} | {ratio:.3f}{' **over**' if ratio > 1 else ''} | {bound} |")
+        lines.append(f"| {r['workload']} | {r['scenario']} | {r['D']} | {r['kv_pool_tokens']:,} | {r['system']} | "
+                     f"{r['throughput']:,.0f} | {_f(r['jain'])} | {_f(r['wb_p50'])} | {_f(r['wb_p99'])} | "
+                     f"{_f(r['hit_rate'])} | {_f(r['wb_waiting'])} | {_audit_cell(r)} | {_bound_label(r)} |")
     return "\n".join(lines) + "\n"
 
 
-def targets(rows: list[dict]) -> str:
-    """The default router against Preble and VTC, cell by cell (D > 1, full pool)."""
+def load_table(loads: list[dict], rows: list[dict]) -> str:
+    best = {}
+    for r in rows:
+        key = (r["workload"], r["scenario"], r["D"], r["kv_pool_tokens"])
+        best[key] = max(best.get(key, 0.0), r["throughput"] or 0.0)
+    lines = ["| workload | scenario | D | KV pool | programs | requests | last arrival (s) | offered (service/s) "
+             "| offered / best throughput |", "|---|---|---|---|---|---|---|---|---|"]
+    for x in loads:
+        key = (x["workload"], x["scenario"], x["D"], x["kv_pool_tokens"])
+        offered = x["offered_service"] / x["arrival_span_s"] if x["arrival_span_s"] > 0 else math.inf
+        rel = f"{offered / best[key]:.2f}" if best.get(key) else "-"
+        lines.append(f"| {x['workload']} | {x['scenario']} | {x['D']} | {x['kv_pool_tokens']:,} | {x['programs']:,} | "
+                     f"{x['calls']:,} | {x['arrival_span_s']:.1f} | {offered:,.0f} | {rel} |")
+    return "\n".join(lines) + "\n"
+
+
+def target_checks(rows: list[dict], pool: int) -> list[dict]:
+    """The default router against Preble and VTC, cell by cell (D > 1, the given pool)."""
     by = {(r["workload"], r["scenario"], r["D"], r["kv_pool_tokens"], r["system"]): r for r in rows}
-    pool = SIM["kv_pool_tokens"]
-    lines = ["| cell | d2lpm / preble (target) | d2lpm-paper / preble | d2lpm / vtc | Jain >= 0.9 | "
-             "WB P99 <= preble's | within bound | rr+lpm over bound |",
-             "|---|---|---|---|---|---|---|---|"]
-    misses = 0
+    out = []
     for (w, sc, d, p, name), r in by.items():
         if name != DEFAULT or p != pool or d == 1:
             continue
-        peer, base = by[(w, sc, d, p, PEER)], by[(w, sc, d, p, BASELINE)]
-        paper, rr = by[(w, sc, d, p, "d2lpm-paper")], by[(w, sc, d, p, "rr+lpm")]
+        peer, base, paper = (by.get((w, sc, d, p, n)) for n in (PEER, BASELINE, PAPER))
         want = 0.8 if (w, sc, d) == ("qa", "s2", 8) else 0.95
-        checks = [r["throughput"] >= want * peer["throughput"], (r["jain"] or 0) >= 0.9,
-                  (r["wb_p99"] or 0) <= (peer["wb_p99"] or 0), r["gap"] <= r["bound"]]
-        vs_vtc = f"{r['throughput'] / base['throughput']:.2f}"
+        c = {"cell": f"{w} {sc} D={d}", "workload": w, "scenario": sc, "D": d, "min_vs_preble": want,
+             "vs_preble": r["throughput"] / peer["throughput"] if peer else None,
+             "paper_vs_preble": paper["throughput"] / peer["throughput"] if peer and paper else None,
+             "vs_vtc": r["throughput"] / base["throughput"] if base else None,
+             "jain": r["jain"], "wb_p99": r["wb_p99"], "preble_wb_p99": peer["wb_p99"] if peer else None,
+             "gap_ratio": r["gap"] / r["bound"] if "gap" in r else None, "within": r.get("within")}
+        c["pass"] = {"throughput": c["vs_preble"] is not None and c["vs_preble"] >= want,
+                     "jain": (r["jain"] or 0) >= 0.9,
+                     "p99": r["wb_p99"] is not None and c["preble_wb_p99"] is not None
+                     and r["wb_p99"] <= c["preble_wb_p99"],
+                     "bound": bool(r.get("within"))}
         if (w, sc, d) == ("tot", "s2", 4):
-            checks.append(r["throughput"] >= 1.5 * base["throughput"])
-            vs_vtc += f" ({'PASS' if checks[-1] else 'MISS'} >= 1.5)"
-        misses += not all(checks)
-        mark = lambda ok: "PASS" if ok else "MISS"  # noqa: E731
-        lines.append(f"| {w} {sc} D={d} | {r['throughput'] / peer['throughput']:.2f} ({mark(checks[0])} >= {want}) | "
-                     f"{paper['throughput'] / peer['throughput']:.2f} | {vs_vtc} | {_f(r['jain'])} {mark(checks[1])} | "
-                     f"{_f(r['wb_p99'])} vs {_f(peer['wb_p99'])} {mark(checks[2])} | "
-                     f"{r['gap'] / r['bound']:.3f} {mark(checks[3])} | {rr['gap'] / rr['bound']:.3f} |")
-    return "\n".join(lines) + f"\n\n{misses} cell(s) miss at least one target.\n"
+            c["pass"]["vs_vtc"] = c["vs_vtc"] is not None and c["vs_vtc"] >= 1.5
+        out.append(c)
+    return out
+
+
+def targets_markdown(checks: list[dict]) -> str:
+    mark = {True: "PASS", False: "MISS"}
+    lines = ["| cell | d2lpm / preble throughput | d2lpm-paper / preble | d2lpm / vtc | d2lpm Jain >= 0.9 "
+             "| WB P99: d2lpm <= preble (s) | d2lpm within Theorem G |", "|---|---|---|---|---|---|---|"]
+    for c in checks:
+        p = c["pass"]
+        vs_vtc = _f(c["vs_vtc"]) + (f" {mark[p['vs_vtc']]} (>= 1.5)" if "vs_vtc" in p else "")
+        gap = "-" if c["gap_ratio"] is None else f"{c['gap_ratio']:.3f}"
+        lines.append(f"| {c['cell']} | {_f(c['vs_preble'])} {mark[p['throughput']]} (>= {c['min_vs_preble']}) | "
+                     f"{_f(c['paper_vs_preble'])} | {vs_vtc} | {_f(c['jain'])} {mark[p['jain']]} | "
+                     f"{_f(c['wb_p99'])} vs {_f(c['preble_wb_p99'])} {mark[p['p99']]} | "
+                     f"{gap} {mark[p['bound']]} |")
+    n = sum(len(c["pass"]) for c in checks)
+    missed = {k: sum(not c["pass"][k] for c in checks if k in c["pass"])
+              for k in ("throughput", "vs_vtc", "jain", "p99", "bound")}
+    names = {"throughput": "throughput vs Preble", "vs_vtc": "ToT S2 D=4 vs VTC", "jain": "Jain",
+             "p99": "WB P99 vs Preble", "bound": "Theorem G bound"}
+    summary = ", ".join(f"{names[k]} {v}" for k, v in missed.items() if v) or "none"
+    return ("\n".join(lines) + f"\n\n{n - sum(missed.values())} of {n} checks pass over {len(checks)} cells; "
+            f"misses: {summary}.\n")
+
+
+def plot_relative(rows: list[dict], pool: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = {(r["workload"], r["scenario"], r["D"], r["system"]): r for r in rows if r["kv_pool_tokens"] == pool}
+    keys = [(w, sc, d) for (w, sc, d, s) in by if s == PEER]
+    if not keys:
+        return
+    names = (DEFAULT, PAPER, BASELINE)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(keys)), 3.8))
+    width = 0.8 / len(names)
+    for k, name in enumerate(names):
+        ys = [by[(*key, name)]["throughput"] / by[(*key, PEER)]["throughput"] if (*key, name) in by else math.nan
+              for key in keys]
+        ax.bar([i + (k - 1) * width for i in range(len(keys))], ys, width, label=name)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.axhline(0.95, color="k", lw=0.8, ls=":", label="0.95 x preble")
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels([f"{w} {sc}\nD={d}" for w, sc, d in keys], fontsize=7)
+    ax.set_ylabel("throughput / preble's")
+    ax.set_title(f"Simulated H100s, Llama-3.1-8B, KV pool {pool:,} tokens/worker", fontsize=9)
+    ax.legend(fontsize=7, ncol=4, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def header(args, wall_s: float, runs_dir: Path) -> str:
+    pool = SIM["kv_pool_tokens"]
+    rates = []
+    for (w, sc) in LOAD:
+        if w not in args.workloads:
+            continue
+        r = {n: v * args.load_scale for n, v in client_rates(w, sc, args.seed).items()}
+        good = sorted({round(v, 4) for n, v in r.items() if n != "bad"})
+        desc = f"{w} {sc.upper()} " + "/".join(f"{v:g}" for v in good)
+        if "bad" in r and round(r["bad"], 4) not in good:
+            desc += f" (misbehaving client {r['bad']:g})"
+        rates.append(desc)
+    reserved = sglang_reserved_mib()
+    return (
+        f"Command: `PYTHONPATH=. python bench/sim_trends.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}` "
+        f"({wall_s / 60:.1f} min wall on the shared 2-core machine, one process).\n\n"
+        f"**Workers.** Simulated H100s, cost-model profile h100-llama-3.1-8b. KV pool {pool:,} tokens per worker "
+        f"= (mem_fraction_static x GPU memory - weights) / KV bytes per token = ({mem_fraction_static()} x "
+        f"{H100_MEMORY_MIB:,} MiB - {LLAMA_8B_WEIGHT_BYTES / 1e9:.2f} GB) / {LLAMA_8B_KV_BYTES_PER_TOKEN:,} B, "
+        f"where SGLang 0.5.23 sets mem_fraction_static = round((GPU - reserved) / GPU, 3) with reserved = "
+        f"512 + 1.5 x {SGLANG_CHUNKED_PREFILL} (chunked prefill) + 128 (tp/8 GiB) + 2 x {SGLANG_DECODE_GRAPH_MAX_BS} "
+        f"(decode CUDA graphs) + 8 x {SGLANG_PREFILL_GRAPH_SIZES} (prefill CUDA graphs) = {reserved:,.0f} MiB "
+        f"(arg_groups/memory_hook.py), and Llama-3.1-8B has 8.03 B bf16 parameters and 32 layers x 8 KV heads x "
+        f"128 dims x (K, V) x 2 B per token. lpm_queue_limit {SIM['lpm_queue_limit']} (SGLang). "
+        + (f"Sensitivity cells ({', '.join(f'{w} {s.upper()} D={d}' for w, s, d in SMALL_POOL_CELLS)}) are "
+           f"repeated with a {SMALL_POOL_TOKENS:,}-token pool. " if args.small_pool else "")
+        + f"\n\n**Arrivals** (DLPM paper §6.1): every client is one Gamma process (CV 2, the scenario's) "
+        f"sending programs for {args.duration:g} s; the rate grows with D: D x these programs/s per client at "
+        f"D = 1: {'; '.join(rates)}. That offers one worker about twice the service LPM delivers on it (the "
+        f"load table below gives the offered service per cell), so queues build from the arrival rate. "
+        f"Lengths are the paper's (Table 2); client mixes are Table 3's (configs/*_s1.yaml, *_s2.yaml).\n\n"
+        f"**Systems.** `fcfs` (D = 1 only: behind round-robin it repeats `rr+lpm`), `rr+lpm` (LPM workers, "
+        f"round-robin), `vtc` (VTC workers, per-client round-robin: "
+        f"the paper's distributed VTC), `preble` (LPM workers, Preble-style router), `d2lpm-paper` (DLPM "
+        f"workers, Q^u 2,048, behind the paper's Algorithm 2 router `d2lpm`, Q^w 10,000: the router default, "
+        f"mid-range of the paper's Fig. 10 sweep; the paper gives no Q^w for Fig. 7), `d2lpm` (DLPM workers "
+        f"behind `d2lpm_global`, cluster-wide DLPM with late binding, default options: what `--policy dlpm "
+        f"--dp N` runs). At D = 1 there is no router: one row per local policy.\n\n"
+        f"**Columns.** Throughput: service (1 x prompt + 2 x output tokens) per second over the run. Jain: over "
+        f"the interval when all clients are active (docs/metrics.md). WB P50/P99: well-behaved clients' program "
+        f"latency (end-to-end; for QA too, where the paper reports TTFT). WB waiting: the mean share of that "
+        f"interval in which a well-behaved "
+        f"client had a request waiting for admission; a client that is rarely waiting is limited by its own "
+        f"demand (e.g. a ToT tree's dependencies), and then Jain's index measures demand, not the scheduler. "
+        f"Audit: the largest |W_f - W_g| over intervals in which clients f and g both have a request waiting for "
+        f"admission (metrics/backlog.py), against `bound_for` (metrics/bounds.py) of the run's parameters: "
+        f"Thm 4.1 (DLPM), 4.4 (VTC), 5.1 (D²LPM), G (d2lpm_global); `reference` = the D²LPM-shaped bound "
+        f"2D(U + Q^u) for systems without a theorem (below / above it proves nothing). Every run was written "
+        f"to a run directory (records.jsonl, summary.json, timeline.csv; no plots) under `--runs-dir` "
+        f"(this time {runs_dir}, not committed) and audited with `sglang_fair.bench.audit.audit_run`: "
+        f"`python -m sglang_fair.bench audit RUNS_DIR/<workload>-<scenario>-D<d>-<system>` reproduces a row.\n\n"
+    )
 
 
 def main() -> None:
@@ -247,6 +527,10 @@ def main() -> None:
     ap.add_argument("--workloads", default="tot,qa,judge", type=lambda s: s.split(","))
     ap.add_argument("--workers", default="1,2,4,8", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--duration", type=float, default=DURATION_S, help="seconds of arrivals per run")
+    ap.add_argument("--load-scale", type=float, default=1.0, help="multiply every arrival rate (LOAD) by this")
+    ap.add_argument("--runs-dir", type=Path, default=None,
+                    help="where run directories go (default: a new temporary directory)")
     ap.add_argument("--sweeps", action="store_true", help="also the Q^u and Q^w sweeps (plots)")
     ap.add_argument("--no-grid", action="store_true", help="only the sweeps")
     ap.add_argument("--small-pool", action="store_true",
@@ -262,24 +546,33 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    runs_dir = None
     if not args.no_grid:
-        rows = grid(args)
-        (out / "grid.json").write_text(json.dumps(rows, indent=1) + "\n")
-        head = (f"Command: `PYTHONPATH=. python bench/sim_trends.py {' '.join(sys.argv[1:])}` "
-                f"({time.perf_counter() - t0:.0f} s on one core).\n\n"
-                f"Simulated workers: profile h100-llama-3.1-8b; KV pool {SIM['kv_pool_tokens']:,} tokens per worker "
-                f"= ({H100_MEMORY_MIB:,} MiB H100 - {SGLANG_RESERVED_MIB:,.0f} MiB SGLang reserve - "
-                f"{LLAMA_8B_WEIGHT_BYTES / 1e9:.2f} GB weights) / {LLAMA_8B_KV_BYTES_PER_TOKEN:,} B per token; "
-                f"lpm_queue_limit {SIM['lpm_queue_limit']}. Arrivals: each scenario's Gamma process (CV 2), "
-                f"{BASE_COPIES} draws per worker compressed by {RATE_SCALE}, so the rate grows with D. "
-                f"`gap / bound`: the largest service gap between two clients both waiting for admission, over "
-                f"the bound of the configuration (`python -m sglang_fair.bench audit`); systems without a "
-                f"theorem are held to the D²LPM-shaped reference 2D(U + Q^u).\n\n")
-        (out / "grid.md").write_text(head + "## Targets of the default router (`d2lpm`)\n\n" + targets(rows)
-                                     + "\n## All runs\n\n" + markdown(rows))
+        runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="sim-trends-runs-"))
+        print(f"run directories: {runs_dir}", flush=True)
+        rows, loads = grid(args, runs_dir)
+        wall = time.perf_counter() - t0
+        checks = target_checks(rows, SIM["kv_pool_tokens"])
+        (out / "grid.json").write_text(json.dumps({
+            "kv_pool_tokens": SIM["kv_pool_tokens"], "duration_s": args.duration, "load": {
+                f"{w}-{s}": m * args.load_scale for (w, s), m in LOAD.items()},
+            "wall_s": wall, "loads": loads, "targets": checks, "rows": rows}, indent=1) + "\n")
+        plot_relative(rows, SIM["kv_pool_tokens"], out / "grid.png")
+        text = (header(args, wall, runs_dir)
+                + "## Targets of the default router (`d2lpm` = `d2lpm_global`)\n\n"
+                "Per cell with D > 1 and the full pool: throughput >= 0.95 x Preble's (QA S2 D=8: >= 0.8), "
+                "Jain >= 0.9, well-behaved P99 <= Preble's, and on ToT S2 D=4 throughput >= 1.5 x VTC's; "
+                "the audit column is informative (a Theorem G violation would be a bug). "
+                "Plot: [grid.png](grid.png) (throughput / Preble's for d2lpm, d2lpm-paper, vtc).\n\n"
+                + targets_markdown(checks)
+                + "\n## Load per cell\n\n" + load_table(loads, rows)
+                + "\n## All runs\n\n" + markdown(rows))
+        (out / "grid.md").write_text(text)
+        print("\n" + targets_markdown(checks))
     if args.sweeps:
         (out / "sweeps.json").write_text(json.dumps(sweeps(args, out), indent=1) + "\n")
-    print(f"done in {time.perf_counter() - t0:.0f} s; results in {out}")
+    print(f"done in {time.perf_counter() - t0:.0f} s; results in {out}"
+          + (f"; run directories in {runs_dir}" if runs_dir else ""))
 
 
 if __name__ == "__main__":
