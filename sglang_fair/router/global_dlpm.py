@@ -232,7 +232,8 @@ class GlobalDLPMRouter(IndexedRouter):
                     held.match = self.index.match(held.tokens)
                     held.stale = False
                 m = held.match
-                best = max(rooms, key=lambda w: (m.cached_len(w), -local_tokens[w], -load[w], -w))
+                best = max(rooms, key=lambda w: (m.cached_len(w), -load[w], -local_tokens[w], -w))
+                best = self._rebalanced(held, best, rooms)
                 cached = m.cached_len(best)
                 tracked.cached_len = cached
                 candidates.append(((-cached, m.length - cached, tracked.seq), tracked, best))
@@ -243,6 +244,19 @@ class GlobalDLPMRouter(IndexedRouter):
             if not self._belongs_elsewhere(tracked.payload, worker):  # type: ignore[arg-type]
                 return tracked, worker
         return None
+
+    def _rebalanced(self, held: _Waiting, best: int, rooms: list[int]) -> int:
+        """Preble's rebalance: the worker caching most is skipped when its work in
+        flight exceeds ``affinity_ratio`` x the lightest worker's plus the prefill the
+        lightest would add; else a shared template would pull every request to the
+        few workers that cache it."""
+        if self.affinity_ratio is None:
+            return best
+        m, load, we, n = held.match, self.load, self.input_weight, len(held.tokens)
+        light = min(rooms, key=lambda w: (load[w] + we * (n - m.cached_len(w)), w))
+        if load[best] > self.affinity_ratio * load[light] + we * (m.cached_len(best) - m.cached_len(light)):
+            return light
+        return best
 
     def _belongs_elsewhere(self, held: _Waiting, worker: int) -> bool:
         """Most of the prompt is cached on another worker whose extra load is

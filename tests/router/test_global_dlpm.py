@@ -260,3 +260,15 @@ def test_a_worker_idles_only_while_refill_waits_for_a_client_in_a_local_queue() 
     cum = run_cluster(router, clients, steps=300, batch=BATCH)
     assert all(v[-1] > 0 for v in cum.values())
     assert idle_checks > 0  # the situation arises: the assertions above ran
+
+
+def test_a_busy_holder_of_a_shared_template_is_rebalanced_to_a_light_worker() -> None:
+    # Every prompt starts with the same template, cached on worker 0 only: without
+    # Preble's rebalance every request would pile onto worker 0.
+    r = _router(2, quantum=1e6)
+    template = list(range(400))
+    placed = [r.route(f"t{i}", "x", template + [10_000 + 100 * i + k for k in range(8)], 256) for i in range(6)]
+    assert placed[0] == 0 and 1 in placed  # worker 1 takes work once worker 0 is 1.5x busier
+    r2 = _router(2, quantum=1e6, affinity_ratio=None)
+    assert r2.route("a", "x", template + [1], 256) == 0
+    assert r2.route("b", "x", template + [2], 256) == 0  # no rebalance without the affinity rule
