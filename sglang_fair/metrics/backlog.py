@@ -9,7 +9,9 @@ Service is counted when it is delivered: the input part of a request
 ``input_mode="extend"``) at its first admission, and each output token when
 it is produced (the record's ``progress`` points). Service is a step function
 of time, so the largest difference between two clients over intervals in
-which both are backlogged is found exactly on the event times.
+which both are backlogged is found exactly on the event times; events at the
+very instant a both-backlogged span starts or ends are not counted in it
+(the records cannot order events of one instant).
 """
 
 from __future__ import annotations
@@ -114,17 +116,18 @@ def _pair_gap(f: tuple[np.ndarray, np.ndarray], g: tuple[np.ndarray, np.ndarray]
               spans: list[tuple[float, float]]) -> tuple[float, tuple[float, float] | None]:
     best, where = 0.0, None
     for a, b in spans:
-        # Event times are sorted: slice instead of masking (runs have millions of progress points).
-        inside = [ts[np.searchsorted(ts, a, "left"):np.searchsorted(ts, b, "right")] for ts in (f[0], g[0])]
-        times = np.union1d(np.union1d(inside[0], inside[1]), [a])
-        # v[0] is D just before a, v[k+1] is D right after times[k]: service over
-        # [times[i], times[j]] is v[j+1] - v[i], so the largest |difference| is max(v) - min(v).
-        v = np.r_[_at(f, np.array([a]), left=True) - _at(g, np.array([a]), left=True), _at(f, times) - _at(g, times)]
+        # Events at a span's ends are left out: events of one instant have no order
+        # in the records (an admission at ``b`` may have come after the backlog
+        # ended), so only what happened strictly inside it is surely inside.
+        inside = [ts[np.searchsorted(ts, a, "right"):np.searchsorted(ts, b, "left")] for ts in (f[0], g[0])]
+        points = np.union1d(np.union1d(inside[0], inside[1]), [a])
+        # v[k] is D = W_f - W_g right after points[k]: service over (points[i], points[j]]
+        # is v[j] - v[i], so the largest |difference| is max(v) - min(v).
+        v = _at(f, points) - _at(g, points)
         hi, lo = int(np.argmax(v)), int(np.argmin(v))
         gap = float(v[hi] - v[lo])
         if gap > best:
-            i, j = min(hi, lo), max(hi, lo)
-            best, where = gap, (float(times[i]), float(times[j - 1]))
+            best, where = gap, (float(points[min(hi, lo)]), float(points[max(hi, lo)]))
     return best, where
 
 

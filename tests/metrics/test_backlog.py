@@ -52,33 +52,42 @@ def test_service_is_counted_as_delivered():
 
 def test_exact_gap_and_its_interval():
     # Both clients wait on [0, 10]: a has a request waiting until 10, b until 12.
-    # a gets 100 at t=1 and 100 at t=10 (admitted at the end of the interval);
-    # b gets 40 at t=8. D = W_a - W_b: 0, 100 (t=1), 60 (t=8), 160 (t=10) -> 160 over [0, 10].
+    # a gets 100 at t=1; b gets 40 at t=8; a's admission at t=10 ends the span and,
+    # at that very instant, is not counted. D = W_a - W_b: 0, 100 (t=1), 60 (t=8) -> 100 over (0, 1].
     records = [admitted("a", 0, 1, prompt=100), admitted("a", 0, 10, prompt=100),
                admitted("b", 0, 8, prompt=40), admitted("b", 0, 12, prompt=40)]
     gap = max_backlogged_gap(records, INPUT_ONLY)
-    assert gap.value == pytest.approx(160) and gap.clients == ("a", "b") and gap.interval == (0, 10)
+    assert gap.value == pytest.approx(100) and gap.clients == ("a", "b") and gap.interval == (0, 1)
 
 
 def test_gap_in_the_other_direction_and_inside_the_interval():
-    # b gets 300 at t=4, a gets 100 at t=2 and 250 at t=6: the largest gap is b's
-    # admission alone, service over [4, 4].
+    # b gets 300 at t=4, a gets 100 at t=2 and 250 at t=6: the largest gap is over (2, 4].
     records = [admitted("a", 0, 2, prompt=100), admitted("a", 0, 6, prompt=250), admitted("a", 0, 20, prompt=1),
                admitted("b", 0, 4, prompt=300), admitted("b", 0, 20, prompt=1)]
     gap = max_backlogged_gap(records, INPUT_ONLY)
-    # D: 0, 100 (t=2), -200 (t=4), 50 (t=6), 50 (t=20) -> max - min = 300 over [4, 4].
-    assert gap.value == pytest.approx(300) and gap.interval == (4, 4)
+    # D: 0, 100 (t=2), -200 (t=4), 50 (t=6) -> max - min = 300 over (2, 4].
+    assert gap.value == pytest.approx(300) and gap.interval == (2, 4)
 
 
 def test_gap_only_counts_intervals_where_both_wait():
     # a waits on [0, 2] and [6, 8]; b waits on [1, 7]: both wait on [1, 2] and [6, 7].
     # a's 250 output tokens at t=4 come while a only runs: they must not count.
     records = [admitted("a", 0, 2, [(4, 250)], prompt=10), admitted("a", 6, 8, prompt=10),
-               admitted("b", 1, 7, prompt=30)]
+               admitted("b", 1, 7, prompt=30), admitted("b", 1, 6.5, prompt=20)]
     assert backlog_spans(records[:2]) == [(0, 2), (6, 8)]
     gap = max_backlogged_gap(records, ServiceWeights(1, 2, "extend"))
-    # [1, 2]: a +10 at 2. [6, 7]: b +30 at 7 -> 30 over [6, 7].
-    assert gap.value == pytest.approx(30) and gap.interval == (6, 7)
+    # (1, 2): nothing strictly inside. (6, 7): b +20 at 6.5 -> 20 over (6, 6.5].
+    assert gap.value == pytest.approx(20) and gap.interval == (6, 6.5)
+
+
+def test_events_at_the_instant_a_span_ends_are_not_counted():
+    # b's last waiting request is admitted at 5; in the same instant a is admitted
+    # four times. The records cannot tell whether a's admissions came before b's
+    # backlog ended, so they are not held against the bound.
+    records = [admitted("b", 0, 5, prompt=10), admitted("b", 0, 2, prompt=10)]
+    records += [admitted("a", 0, 5, prompt=1000) for _ in range(4)] + [admitted("a", 0, 9, prompt=1)]
+    gap = max_backlogged_gap(records, INPUT_ONLY)
+    assert gap.value == pytest.approx(10)  # only b's admission at t=2 is strictly inside (0, 5)
 
 
 def test_records_without_audit_fields_are_named():
