@@ -30,7 +30,6 @@ column. ``--sweeps`` also writes the Q^u sweep (Fig. 1) and the Q^w sweep
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
 import math
@@ -43,11 +42,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from sglang_fair.bench.audit import AuditError, audit_run
-from sglang_fair.bench.backends import RunResult
-from sglang_fair.bench.output import RECORDS, SUMMARY, TIMELINE
+from sglang_fair.bench.output import write_run
 from sglang_fair.metrics.backlog import backlog_spans
 from sglang_fair.metrics.service import ServiceWeights, by_client
-from sglang_fair.metrics.summary import TIMELINE_COLUMNS, summarize, timeline
+from sglang_fair.metrics.summary import summarize
 from sglang_fair.sim.backend import SimBackend
 from sglang_fair.workloads.model import Workload
 from sglang_fair.workloads.registry import build_workload
@@ -166,22 +164,6 @@ def arrival_span(wl: Workload) -> float:
     return max((p.arrival for p in wl.programs), default=0.0)
 
 
-def write_run_dir(out_dir: Path, result: RunResult, run_info: dict, well_behaved: dict[str, bool],
-                  summary: dict) -> None:
-    """A run directory as ``python -m sglang_fair.bench run`` writes it (bench/output.py
-    write_run), without the three plots."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with (out_dir / RECORDS).open("w") as f:
-        for r in result.records:
-            f.write(json.dumps(r.to_dict()) + "\n")
-    (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
-    rows = timeline(result.records, ServiceWeights(), summary["window_s"]) if result.records else []
-    with (out_dir / TIMELINE).open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=TIMELINE_COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-
-
 def waiting_share(records, interval: tuple[float, float] | None, clients: list[str]) -> float | None:
     """Mean over ``clients`` of the fraction of ``interval`` they had a request waiting for admission."""
     if not interval or interval[1] <= interval[0] or not clients:
@@ -205,9 +187,12 @@ def run_one(wl: Workload, policy: str, router: str, workers: int, seed: int, fai
     run_info = {"workload": wl.meta.get("workload"), "scenario": wl.meta.get("source"), "scenario_name": wl.name,
                 "policy": policy, "backend": "sim", "seed": seed,
                 "command": "bench/sim_trends.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
-    run = {**run_info, "partial": result.partial, "errors": list(result.errors), "backend_meta": result.meta,
-           "params": result.params}
-    summary = summarize(result.records, well_behaved=flags, run=run)
+    if run_dir is None:
+        run = {**run_info, "partial": result.partial, "errors": list(result.errors), "backend_meta": result.meta,
+               "params": result.params}
+        summary = summarize(result.records, well_behaved=flags, run=run)
+    else:
+        summary = write_run(run_dir, result, run_info, flags, ServiceWeights(), plots=False)
     s = summary["overall"]
     wb = s["well_behaved_program_latency_s"]
     interval = tuple(s["jain_interval_s"]) if s["jain_interval_s"] else None
@@ -226,7 +211,6 @@ def run_one(wl: Workload, policy: str, router: str, workers: int, seed: int, fai
         "wall_s": result.meta["wall_s"],
     }
     if run_dir is not None:
-        write_run_dir(run_dir, result, run_info, flags, summary)
         row["run_dir"] = str(run_dir)
         try:
             a = audit_run(run_dir)

@@ -28,8 +28,9 @@ TIMELINE = "timeline.csv"
 
 
 def write_run(out_dir: Path, result: RunResult, run_info: dict, well_behaved: dict[str, bool],
-              weights: ServiceWeights, window_s: float | None = None) -> dict:
-    """Compute the metrics of ``result`` and write the run directory; returns the summary."""
+              weights: ServiceWeights, window_s: float | None = None, plots: bool = True) -> dict:
+    """Compute the metrics of ``result`` and write the run directory; returns the summary.
+    ``plots=False`` skips the figures (a grid of hundreds of runs)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     records = result.records
     with (out_dir / RECORDS).open("w") as f:
@@ -44,7 +45,7 @@ def write_run(out_dir: Path, result: RunResult, run_info: dict, well_behaved: di
         w = csv.DictWriter(f, fieldnames=TIMELINE_COLUMNS)
         w.writeheader()
         w.writerows(rows)
-    if records:
+    if records and plots:
         title = f"{run_info.get('scenario_name', '')} [{run_info.get('policy') or '?'}]"
         plot_run(records, rows, {c: v["well_behaved"] for c, v in summary["clients"].items()}, title, out_dir)
     return summary
