@@ -113,6 +113,86 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, float]:
     }
 
 
+def measure_backlog(name: str, args: argparse.Namespace) -> dict[str, float]:
+    """A late-binding router with ``args.backlog`` requests held: the case it exists for.
+
+    Each worker runs ``queue_depth / workers`` requests and admits from its
+    local queue in order when one finishes; one request finishes per arrival
+    once the router holds ``backlog``, so the backlog stays at that depth and
+    every completion's admission makes the router place a held request.
+    A completion's time is the router's share of it: the finish report and
+    the admission reports it causes, with the placements they trigger.
+    """
+    router = make_router(name, args.workers, index_capacity_tokens=args.capacity)
+    source = PromptSource(args.seed)
+    slots = max(1, args.queue_depth // args.workers)
+    local: list[list[str]] = [[] for _ in range(args.workers)]
+    running: list[tuple[str, int]] = []
+    busy = [0] * args.workers
+    seq = 0
+
+    def settle(placed: list[tuple[str, int]]) -> None:
+        """Queue the placements locally, admit into free slots; repeat while admissions place more."""
+        while True:
+            for rid, w in placed:
+                local[w].append(rid)
+            for w in range(args.workers):
+                while busy[w] < slots and local[w]:
+                    rid = local[w].pop(0)
+                    busy[w] += 1
+                    running.append((rid, w))
+                    router.on_admitted(rid, w)
+            placed = router.take_released()
+            if not placed:
+                return
+
+    def one() -> tuple[int, int, int, int, int]:
+        nonlocal seq
+        client, tokens = source.next()
+        rid = f"r{seq}"
+        seq += 1
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+        w = router.route(rid, client, tokens, 256)
+        r, rc = time.perf_counter_ns() - t0, time.thread_time_ns() - c0
+        settle(([(rid, w)] if w is not None else []) + router.take_released())
+        f = fc = 0
+        if router.snapshot().held_requests >= args.backlog and running:
+            done, dw = running.pop(0)
+            busy[dw] -= 1
+            c0, f0 = time.thread_time_ns(), time.perf_counter_ns()
+            router.on_finish(done, dw, 256)
+            settle(router.take_released())  # the freed slot admits a local request: the router places more
+            f, fc = time.perf_counter_ns() - f0, time.thread_time_ns() - c0
+        return r, rc, f, fc, router.snapshot().held_requests
+
+    while router.index.total_tokens < args.prefill_tokens or router.snapshot().held_requests < args.backlog:
+        one()
+    gc.collect()
+    route_ns, route_cpu_ns, finish_ns, finish_cpu_ns, held = [], [], [], [], []
+    for _ in range(args.requests):
+        r, rc, f, fc, h = one()
+        route_ns.append(r)
+        route_cpu_ns.append(rc)
+        held.append(h)
+        if f:
+            finish_ns.append(f)
+            finish_cpu_ns.append(fc)
+    route_us = sorted(x / 1000 for x in route_ns)
+    route_cpu_us = sorted(x / 1000 for x in route_cpu_ns)
+    finish_us = sorted(x / 1000 for x in finish_ns)
+    finish_cpu_us = sorted(x / 1000 for x in finish_cpu_ns)
+    return {
+        "p50_us": statistics.median(route_us),
+        "p99_us": route_us[int(0.99 * (len(route_us) - 1))],
+        "cpu_p99_us": route_cpu_us[int(0.99 * (len(route_cpu_us) - 1))],
+        "finish_p50_us": statistics.median(finish_us),
+        "finish_p99_us": finish_us[int(0.99 * (len(finish_us) - 1))],
+        "finish_cpu_p99_us": finish_cpu_us[int(0.99 * (len(finish_cpu_us) - 1))],
+        "held_min": min(held),
+        "held_max": max(held),
+    }
+
+
 def floors(args: argparse.Namespace) -> dict[str, float]:
     """Median cost (us) of touching every token of one prompt once, the least any index pays.
 
@@ -180,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--capacity", type=int, default=2_000_000, help="index LRU cap in tokens")
     ap.add_argument("--queue-depth", type=int, default=256, help="requests in flight before completions")
     ap.add_argument("--routers", default="round_robin,d2lpm,d2lpm_global,preble,cache_aware")
+    ap.add_argument("--backlog", type=int, default=512,
+                    help="requests held by late-binding routers in their extra run (0: skip it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target-p99-us", type=float, default=100.0, help="D²LPM wall p99 target")
     ap.add_argument("--target-ratio", type=float, default=4.0, help="D²LPM p50 / round-robin p50 target")
@@ -192,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{per_token * 1e6 / 2**20:.1f} MiB per 1M indexed tokens")
         return 0
     if args.quick:
-        args.requests, args.prefill_tokens, args.capacity = 300, 100_000, 200_000
+        args.requests, args.prefill_tokens, args.capacity, args.backlog = 300, 100_000, 200_000, 64
     names = [n.strip() for n in args.routers.split(",") if n.strip()]
     for n in names:
         if n not in ROUTERS:
@@ -213,6 +295,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{n:<16}{r['p50_us']:>9.1f}{r['p99_us']:>9.1f}{r['cpu_p50_us']:>9.1f}{r['cpu_p99_us']:>9.1f}{r['max_us']:>10.1f}"
             f"{r['route_per_s']:>9.0f}{r['finish_p50_us']:>11.2f}{r['index_tokens_end']:>11}{ratio:>11}{cpu_ratio:>11}"
         )
+    for n in names:
+        if args.backlog > 0 and ROUTERS[n].holds_requests:
+            b = measure_backlog(n, args)
+            print(f"{n} holding {b['held_min']}-{b['held_max']} requests: route p50 {b['p50_us']:.1f} us, "
+                  f"p99 {b['p99_us']:.1f} us wall / {b['cpu_p99_us']:.1f} us cpu; completion + admission (places held requests) p50 {b['finish_p50_us']:.1f} us, "
+                  f"p99 {b['finish_p99_us']:.1f} us wall / {b['finish_cpu_p99_us']:.1f} us cpu")
     if base is not None:
         f = floors(args)
         print(f"floors per {PROMPT_LEN}-token prompt: copy+drop {f['copy']:.1f} us ({f['copy'] / base['p50_us']:.1f}x rr p50), "

@@ -48,7 +48,7 @@ from sglang_fair.router.base import Dispatch, RouterSnapshot
 from sglang_fair.router.d2lpm import check_quantum, check_weight
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
 from sglang_fair.router.indexed import IndexedRouter
-from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, Match
+from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, Match, common_prefix_len
 
 DEFAULT_LOCAL_QUEUE_TOKENS = 8192  # about one prefill batch of uncached tokens per worker
 DEFAULT_LOCAL_QUEUE_REQUESTS = 16
@@ -59,15 +59,35 @@ _PREFIX_KEY_TOKENS = 16  # requests sharing these first tokens likely share a lo
 
 @dataclass(eq=False)
 class _Waiting:
-    """A request the router holds."""
+    """A request the router holds, and what the index said of it at arrival.
+
+    ``lens``, ``length`` and ``holders`` (``Match.cached_lens``, ``length`` and
+    ``workers``) rank it for placement; dispatches of look-alikes (same first
+    ``_PREFIX_KEY_TOKENS`` tokens) update them by their common prefix: what a new
+    lookup would add for every match that long, for one list compare instead
+    of a tree walk (shorter matches, from other prompts, are left out).
+    """
 
     rid: str
     client: str
-    tokens: Sequence[int]
+    tokens: list[int]
     max_new: int
-    match: Match
-    key: int  # hash of the first tokens: dispatches of look-alikes make ``match`` stale
-    stale: bool = False
+    match: Match  # for the charge at dispatch: reused if the index has not changed since
+    key: int  # hash of the first tokens
+    lens: list[int]
+    length: int
+    holders: int
+    room: int = -1  # the worker the last placement pass chose for it
+
+    def sibling_placed(self, tokens: list[int], worker: int) -> None:
+        """A request sharing this one's first tokens now caches ``tokens`` on ``worker``."""
+        common = common_prefix_len(self.tokens, tokens)
+        if common > self.lens[worker]:
+            self.lens[worker] = common
+        if common > self.length:
+            self.length, self.holders = common, 1 << worker
+        elif common == self.length:
+            self.holders |= 1 << worker
 
 
 class GlobalDLPMRouter(IndexedRouter):
@@ -131,8 +151,11 @@ class GlobalDLPMRouter(IndexedRouter):
         if rid in self.tracked:
             raise ValueError(f"router {self.name}: request id {rid!r} is already in flight")
         self._collect_idle()
+        tokens = tokens if isinstance(tokens, list) else list(tokens)  # one list: matches and inserts reuse walks
         key = hash(tuple(tokens[:_PREFIX_KEY_TOKENS]))
-        held = _Waiting(rid, client, tokens, int(max_new_tokens), self.index.match(tokens), key)
+        match = self.index.match(tokens)
+        held = _Waiting(rid, client, tokens, int(max_new_tokens), match, key,
+                        list(match.cached_lens(self.num_workers)), match.length, match.workers)
         tracked = self.fair.enqueue(rid, client, len(tokens), payload=held)
         self.tracked[rid] = tracked
         self.waiting.setdefault(tracked.client, {})[rid] = tracked
@@ -223,38 +246,52 @@ class GlobalDLPMRouter(IndexedRouter):
             self._dispatch(*picked)
 
     def _pick(self, rooms: list[int]) -> tuple[TrackedRequest, int] | None:
-        candidates: list[tuple[tuple[int, int, int], TrackedRequest, int]] = []
-        local_tokens, load = self.local_tokens, self.load
-        for reqs in self.waiting.values():
+        # A backlog is placed one freed room at a time: then every candidate's
+        # best room is that one, and the per-room comparisons are skipped.
+        only = rooms[0] if len(rooms) == 1 else None
+        # DLPM's walk yields only clients with a positive deficit, and CHECKREFILL
+        # cannot refill while one is queued: rank those clients' requests only.
+        # With none held, the walk's first step is CHECKREFILL; done here, it shows
+        # at once whether anything may go (a client positive in a local queue
+        # blocks the refill: then nothing may, and nothing is ranked).
+        clients = self._positive_clients()
+        if not clients and self.fair.policy.check_refill():  # type: ignore[attr-defined]
+            clients = self._positive_clients()
+        keyed: list[tuple[int, int, int, TrackedRequest]] = []
+        for reqs in clients:
             for tracked in itertools.islice(reqs.values(), self.candidates_per_client):
                 held: _Waiting = tracked.payload  # type: ignore[assignment]
-                if held.stale:
-                    held.match = self.index.match(held.tokens)
-                    held.stale = False
-                m = held.match
-                best = max(rooms, key=lambda w: (m.cached_len(w), -load[w], -local_tokens[w], -w))
-                best = self._rebalanced(held, best, rooms)
-                cached = m.cached_len(best)
-                tracked.cached_len = cached
-                candidates.append(((-cached, m.length - cached, tracked.seq), tracked, best))
-        candidates.sort(key=lambda c: c[0])
-        where = {id(t): w for _, t, w in candidates}
-        for tracked in self.fair.walk([t for _, t, _ in candidates]):
-            worker = where[id(tracked)]
-            if not self._belongs_elsewhere(tracked.payload, worker):  # type: ignore[arg-type]
-                return tracked, worker
+                best = only if only is not None else self._best_room(held, rooms)
+                held.room = best
+                cached = tracked.cached_len = held.lens[best]
+                keyed.append((-cached, held.length - cached, tracked.seq, tracked))
+        keyed.sort()  # seq is unique: tuples never compare the requests themselves
+        for tracked in self.fair.walk([k[3] for k in keyed]):
+            held = tracked.payload  # type: ignore[assignment]
+            if not self._belongs_elsewhere(held, held.room):
+                return tracked, held.room
         return None
 
-    def _rebalanced(self, held: _Waiting, best: int, rooms: list[int]) -> int:
+    def _positive_clients(self) -> list[dict[str, TrackedRequest]]:
+        deficits = self.fair.policy.deficits  # type: ignore[attr-defined]
+        return [reqs for client, reqs in self.waiting.items() if deficits.get(client, 0.0) > 0]
+
+    def _best_room(self, held: _Waiting, rooms: list[int]) -> int:
+        """The room caching most of the prompt (then least loaded), unless rebalance moves it."""
+        load, local_tokens, lens = self.load, self.local_tokens, held.lens
+        best = max(rooms, key=lambda w: (lens[w], -load[w], -local_tokens[w], -w))
+        return self._rebalanced(held, lens, best, rooms)
+
+    def _rebalanced(self, held: _Waiting, lens: list[int], best: int, rooms: list[int]) -> int:
         """Preble's rebalance: the worker caching most is skipped when its work in
         flight exceeds ``affinity_ratio`` x the lightest worker's plus the prefill the
         lightest would add; else a shared template would pull every request to the
         few workers that cache it."""
         if self.affinity_ratio is None:
             return best
-        m, load, we, n = held.match, self.load, self.input_weight, len(held.tokens)
-        light = min(rooms, key=lambda w: (load[w] + we * (n - m.cached_len(w)), w))
-        if load[best] > self.affinity_ratio * load[light] + we * (m.cached_len(best) - m.cached_len(light)):
+        load, we, n = self.load, self.input_weight, len(held.tokens)
+        light = min(rooms, key=lambda w: (load[w] + we * (n - lens[w]), w))
+        if load[best] > self.affinity_ratio * load[light] + we * (lens[best] - lens[light]):
             return light
         return best
 
@@ -266,19 +303,18 @@ class GlobalDLPMRouter(IndexedRouter):
         over, so this costs idle time, never fairness."""
         if self.affinity_ratio is None:
             return False
-        m = held.match
-        here = m.cached_len(worker)
-        if m.length <= here or 2 * m.length <= len(held.tokens):
+        here = held.lens[worker]
+        if held.length <= here or 2 * held.length <= len(held.tokens):
             return False
         load = self.load
-        holders = [h for h in range(self.num_workers) if m.workers >> h & 1 and self.alive[h]]
-        recompute = self.input_weight * (m.length - here)
+        holders = [h for h in range(self.num_workers) if held.holders >> h & 1 and self.alive[h]]
+        recompute = self.input_weight * (held.length - here)
         return bool(holders) and min(load[h] for h in holders) <= self.affinity_ratio * load[worker] + recompute
 
     def _dispatch(self, tracked: TrackedRequest, worker: int) -> None:
         held: _Waiting = tracked.payload  # type: ignore[assignment]
         self._unhold(tracked)
-        match = self.index.match(held.tokens)  # fresh: the charge is what this worker really lacks
+        match = self.index.refresh(held.match)  # current: the charge is what this worker really lacks
         cached = match.cached_len(worker)
         self.fair.admit(tracked, cached)
         # Until a worker admits it, the request still waits: its client counts as
@@ -293,7 +329,8 @@ class GlobalDLPMRouter(IndexedRouter):
         self.local_tokens[worker] += uncached
         self.index.insert(held.tokens, worker, after=match)
         for rid in self.by_key.get(held.key, ()):  # look-alikes may now match longer on ``worker``
-            self.tracked[rid].payload.stale = True  # type: ignore[union-attr]
+            self.tracked[rid].payload.sibling_placed(held.tokens, worker)  # type: ignore[union-attr]
+        tracked.payload = None  # placed: the prompt is the worker's now, not the router's to keep
         self._released.append((held.rid, worker))
 
     def _unhold(self, tracked: TrackedRequest) -> None:

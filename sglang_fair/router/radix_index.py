@@ -56,10 +56,12 @@ class Match:
     workers: int
     depths: list[tuple[int, int]]
     # The walk itself, so an insert of the same prompt right after (routing)
-    # does not compare the tokens again; valid while the tree is unchanged.
+    # does not compare the tokens again; valid while the tree is unchanged
+    # (``_version``: the index's version when the walk was made).
     _walk: tuple[list[_Node], list[int], int] | None = None
     _version: int = -1
     _tokens: list[int] | None = None
+    _lens: list[int] | None = None
 
     def cached_len(self, worker: int) -> int:
         bit = 1 << worker
@@ -70,6 +72,17 @@ class Match:
             else:
                 break
         return best
+
+    def cached_lens(self, num_workers: int) -> list[int]:
+        """``cached_len`` of every worker, from one pass over the path (kept: routers ask often)."""
+        if self._lens is None or len(self._lens) != num_workers:
+            lens = [0] * num_workers
+            for depth, mask in self.depths:  # masks shrink along the path: the last one holding w wins
+                for w in workers_of(mask):
+                    if w < num_workers:
+                        lens[w] = depth
+            self._lens = lens
+        return self._lens
 
 
 def workers_of(mask: int) -> list[int]:
@@ -114,6 +127,11 @@ def _common_len(a: list[int], b: list[int], start: int) -> int:
             step = (hi - lo) // 2
 
 
+def common_prefix_len(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    return _common_len(a, b, 0)
+
+
 class RadixIndex:
     def __init__(self, num_workers: int, capacity_tokens: int = DEFAULT_CAPACITY_TOKENS) -> None:
         if num_workers < 1:
@@ -127,7 +145,7 @@ class RadixIndex:
         # Tokens each worker is believed to cache (for "smallest tree" rules).
         self.worker_tokens = [0] * num_workers
         self._lru: OrderedDict[_Node, None] = OrderedDict()
-        self._version = 0  # bumped on every change of the tree's shape
+        self._version = 0  # bumped on every change of the tree: shape or masks
 
     # ---- lookup -------------------------------------------------------------------
 
@@ -143,6 +161,18 @@ class RadixIndex:
             depths.append((end, node.mask))
         workers = path[-1].mask if path else 0
         return Match(pos, workers, depths, (path, commons, pos), self._version, tokens)
+
+    def refresh(self, match: Match) -> Match:
+        """``match`` if the tree has not changed since it was made, else a new match of its tokens.
+
+        A router holding a request between lookup and placement pays for a
+        second walk only when something was inserted or evicted meanwhile.
+        """
+        if match._version == self._version and match._tokens is not None:
+            return match
+        if match._tokens is None:
+            raise ValueError("this match carries no tokens to look up again")
+        return self.match(match._tokens)
 
     # ---- updates ------------------------------------------------------------------
 
@@ -167,6 +197,7 @@ class RadixIndex:
             if not child.mask & bit:
                 child.mask |= bit
                 self.worker_tokens[worker] += len(child.key)
+                self._version += 1
             touched.append(child)
             node = child
         if pos < len(tokens):
@@ -277,6 +308,7 @@ class RadixIndex:
             if not node.mask & bit:
                 continue
             node.mask &= ~bit
+            self._version += 1
             self.worker_tokens[worker] -= len(node.key)
             if node.mask == 0:
                 # Descendants hold at most ``bit``: _remove uncounts them.

@@ -12,6 +12,7 @@ from sglang_fair.router.global_dlpm import GlobalDLPMRouter
 from tests.router.router_cluster import ClientSpec, max_backlogged_gap, run_cluster
 
 W_E, W_Q = 1.0, 2.0
+KEY = 16  # look-alikes share this many first tokens
 BATCH = 4
 
 
@@ -58,6 +59,35 @@ def test_a_worker_gets_the_waiting_request_with_the_longest_prefix_it_caches() -
     assert r.route("d", "x", shared + [2], 4) is None  # later, but its prefix is cached on worker 0
     r.on_admitted("a", 0)
     assert r.take_released() == [("d", 0)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_held_requests_rank_by_what_a_fresh_lookup_would_say(seed: int) -> None:
+    # Held requests are not looked up again when look-alikes (same first 16
+    # tokens) are placed: their per-worker matches are updated by the common
+    # prefix. With nothing evicted, that must equal a new walk of the index
+    # wherever the match reaches 16 tokens, whatever the interleaving.
+    rng = random.Random(seed)
+    stems = [[rng.randrange(5) for _ in range(40)] for _ in range(3)]
+    r = _router(3, local_queue_requests=2, affinity_ratio=None)
+    placed: list[tuple[str, int]] = []
+    for i in range(300):
+        stem = stems[rng.randrange(3)]
+        tokens = stem[: rng.randint(16, 40)] + [rng.randrange(4) for _ in range(rng.randint(0, 12))]
+        w = r.route(f"r{i}", f"c{rng.randrange(4)}", tokens, 2)
+        placed += ([(f"r{i}", w)] if w is not None else []) + r.take_released()
+        if placed and rng.random() < 0.5:
+            rid, worker = placed.pop(rng.randrange(len(placed)))
+            r.on_admitted(rid, worker)
+            r.on_finish(rid, worker, 2)
+        for reqs in r.waiting.values():
+            for tracked in reqs.values():
+                held = tracked.payload
+                fresh = r.index.match(held.tokens)
+                for mine, truth in zip(held.lens, fresh.cached_lens(3)):
+                    assert mine == truth or mine < truth < KEY
+                if fresh.length >= KEY:
+                    assert (held.length, held.holders) == (fresh.length, fresh.workers)
 
 
 def test_the_local_queue_is_bounded_in_uncached_tokens() -> None:

@@ -191,3 +191,21 @@ def test_cached_len_per_worker_and_prune_feedback() -> None:
     assert (m.length, workers_of(m.workers)) == (301, [0, 1])
     assert [m.cached_len(w) for w in range(3)] == [301, 301, 50]
     assert index.worker_tokens == [301, 302, 50]
+
+
+def test_refresh_reuses_a_match_only_while_the_tree_is_unchanged() -> None:
+    index = RadixIndex(2)
+    stem = list(range(100, 300))
+    index.insert(stem, 0)
+    held = index.match(stem + [7])
+    index.match(list(range(5)))  # lookups change nothing
+    assert index.refresh(held) is held
+    index.insert(stem, 1)  # masks change, the tree's shape does not
+    again = index.refresh(held)
+    assert again is not held and [again.cached_len(w) for w in range(2)] == [200, 200]
+    assert index.refresh(again) is again
+    index.prune(stem, 0)  # worker 0 keeps stem[:-1]
+    assert [index.refresh(again).cached_len(w) for w in range(2)] == [199, 200]
+    index.insert(stem + [7, 8], 1)  # a new leaf
+    assert index.refresh(index.match(stem)).cached_len(1) == 200
+    assert index.refresh(again).length == 201

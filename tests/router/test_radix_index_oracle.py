@@ -56,6 +56,7 @@ def test_random_operations_match_the_oracle(seed: int) -> None:
         a, b = new.match(probe), old.match(probe)
         assert (a.length, a.workers) == (b.length, b.workers)
         assert [a.cached_len(x) for x in range(workers)] == [b.cached_len(x) for x in range(workers)]
+        assert a.cached_lens(workers) == [b.cached_len(x) for x in range(workers)]
         if step % 25 == 0:
             _same_state(new, old)
     _same_state(new, old)

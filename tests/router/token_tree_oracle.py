@@ -1,7 +1,7 @@
 """Test oracle: the global radix index as it was before the single-copy edge compare.
 
 A frozen copy of ``sglang_fair/router/radix_index.py`` (two slices per edge
-compare), kept only so tests can check that the package's index answers and
+compare, and ``refresh`` always walking again), kept only so tests can check that the package's index answers and
 routes exactly as this one on randomized operations and recorded traces.
 Not used by the package.
 
@@ -69,6 +69,10 @@ class Match:
                 break
         return best
 
+    def cached_lens(self, num_workers: int) -> list[int]:
+        """Reference for the one-pass version: ``cached_len`` asked worker by worker."""
+        return [self.cached_len(w) for w in range(num_workers)]
+
 
 def workers_of(mask: int) -> list[int]:
     """The worker indices set in ``mask``, ascending."""
@@ -135,6 +139,10 @@ class RadixIndex:
             depths.append((end, node.mask))
         workers = path[-1].mask if path else 0
         return Match(pos, workers, depths, (path, commons, pos), self._version, tokens)
+
+    def refresh(self, match: Match) -> Match:
+        """Always a second walk: routers holding a request looked it up again at placement."""
+        return self.match(match._tokens)
 
     # ---- updates ------------------------------------------------------------------
 
