@@ -21,27 +21,82 @@ DEFAULT_POLICY = "dlpm"
 DEFAULT_DLPM_ROUTER = "d2lpm_global"  # fair across the cluster, not only per worker (docs/router.md)
 
 
-def build_argv(argv: list[str]) -> list[str]:
-    """Translate our launcher's arguments into SGLang's."""
+# What SGLang needs to serve on CPU (docs/configuration.md): random weights, the
+# pure-torch attention backend, and an idle scheduler that sleeps instead of spinning.
+CPU_OPTIONS: tuple[tuple[str, ...], ...] = (
+    ("--device", "cpu"), ("--attention-backend", "torch_native"), ("--load-format", "dummy"), ("--sleep-on-idle",),
+)
+TINY_CPU_MAX_TOTAL_TOKENS = 8192  # KV pool of the tiny server; unset, SGLang sizes it from host RAM (slow)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sglang_fair.launch_server",
-        description="Launch SGLang with fair scheduling. Unknown arguments go to SGLang.",
+        description="Launch SGLang with fair scheduling. Every other argument goes to SGLang "
+                    "(its options, including the --fair-* ones, follow).",
         add_help=False,
+        allow_abbrev=False,  # a prefix of an SGLang option must reach SGLang, not match ours
     )
-    parser.add_argument("--policy", default=DEFAULT_POLICY,
-                        help=f"Scheduling policy: {', '.join(POLICIES)} or any SGLang policy (default {DEFAULT_POLICY}).")
+    group = parser.add_argument_group("sglang-fair launcher")
+    group.add_argument("--policy", default=None,
+                       help=f"scheduling policy: {', '.join(POLICIES)} or any SGLang policy "
+                            f"(default {DEFAULT_POLICY}); --schedule-policy is accepted as an alias")
+    group.add_argument("--tiny-cpu", action="store_true",
+                       help="serve the bundled tiny random-weight model on this machine's CPU "
+                            "(sets SGLANG_USE_CPU_ENGINE=1 and the CPU flags; any of them given "
+                            "explicitly wins); for trying the server, not for real outputs")
+    return parser
+
+
+def build_argv(argv: list[str]) -> list[str]:
+    """Translate our launcher's arguments into SGLang's."""
+    parser = _parser()
     ours, rest = parser.parse_known_args(argv)
+    policy, rest = _take_schedule_policy(parser, ours.policy, rest)
     known = [*POLICIES, *(p for p in stock_policies() if p not in POLICIES)]
-    if ours.policy not in known:
-        parser.error(f"--policy: unknown policy {ours.policy!r}; choose one of {', '.join(known)}")
-    if any(a == "--schedule-policy" or a.startswith("--schedule-policy=") for a in rest):
-        parser.error("use --policy, not --schedule-policy, with this launcher")
-    out = ["--schedule-policy", ours.policy, *rest]
+    if policy not in known:
+        parser.error(f"--policy: unknown policy {policy!r}; choose one of {', '.join(known)}")
+    out = ["--schedule-policy", policy, *rest]
+    if ours.tiny_cpu:
+        out += _tiny_cpu_args(rest)
     if _dp_size(rest) > 1 and not any(a.startswith("--load-balance-method") for a in rest):
-        router = _default_router(ours.policy)
+        router = _default_router(policy)
         if router is not None:
             out += ["--load-balance-method", router]
     return out
+
+
+def _take_schedule_policy(parser: argparse.ArgumentParser, policy: str | None,
+                          rest: list[str]) -> tuple[str, list[str]]:
+    """SGLang's ``--schedule-policy X`` means ``--policy X`` here; both, disagreeing, is an error."""
+    out, alias = [], None
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--schedule-policy":
+            if i + 1 >= len(rest):
+                parser.error("--schedule-policy: expected a policy name")
+            alias, i = rest[i + 1], i + 2
+            continue
+        if arg.startswith("--schedule-policy="):
+            alias = arg.split("=", 1)[1]
+        else:
+            out.append(arg)
+        i += 1
+    if policy is not None and alias is not None and alias != policy:
+        parser.error(f"--policy {policy} and --schedule-policy {alias} disagree; give one")
+    return policy or alias or DEFAULT_POLICY, out
+
+
+def _tiny_cpu_args(rest: list[str]) -> list[str]:
+    """SGLang arguments of ``--tiny-cpu`` that ``rest`` does not already set."""
+    from sglang_fair.testing.tiny_model import ensure_tiny_model
+
+    given = {a.split("=", 1)[0] for a in rest if a.startswith("--")}
+    wanted = [*CPU_OPTIONS, ("--max-total-tokens", str(TINY_CPU_MAX_TOTAL_TOKENS))]
+    if "--model-path" not in given and "--model" not in given:
+        wanted.insert(0, ("--model-path", str(ensure_tiny_model())))
+    return [part for option in wanted if option[0] not in given for part in option]
 
 
 def stock_policies() -> list[str]:
@@ -72,8 +127,11 @@ def _default_router(policy: str) -> str | None:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if "-h" in argv or "--help" in argv:
-        print(__doc__)
+        _parser().print_help()
+        print("\nSGLang's options:\n")
     sglang_argv = build_argv(argv)
+    if "--tiny-cpu" in argv:
+        os.environ["SGLANG_USE_CPU_ENGINE"] = "1"  # SGLang's CPU path; without it, rotary embedding imports vllm
 
     from sglang.launch_server import run_server
     from sglang.srt.plugins import load_plugins

@@ -30,13 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.launch_server import CPU_OPTIONS
 from sglang_fair.ports import port_free
 from sglang_fair.testing.tiny_model import ensure_tiny_model
 
-# Flags every CPU launch needs (see docs and /work/shared notes on SGLang's CPU
-# path): random weights, the pure-torch attention backend, and an idle
-# scheduler that sleeps instead of spinning on a 2-core machine.
-CPU_FLAGS = ("--device", "cpu", "--attention-backend", "torch_native", "--load-format", "dummy", "--sleep-on-idle")
+# Flags every CPU launch needs: the launcher's --tiny-cpu set.
+CPU_FLAGS = tuple(part for option in CPU_OPTIONS for part in option)
 # Env var "LO-HI" restricting the ports picked when none is given, so people
 # sharing one machine can keep to their own ranges.
 PORT_RANGE_ENV = "SGLANG_FAIR_PORT_RANGE"

@@ -22,7 +22,11 @@ BOS, EOS, PAD = "<s>", "</s>", "<pad>"
 SPECIAL_TOKENS = (BOS, EOS, PAD)  # ids 0, 1, 2
 NUM_BYTE_TOKENS = 256
 # Bump when the files written change, so a cached directory is rebuilt.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,8 @@ def _write_tokenizer(directory: Path, vocab_size: int) -> None:
         "add_bos_token": False,
         "model_max_length": 1 << 20,
         "clean_up_tokenization_spaces": False,
+        # So /v1/chat/completions works: role-tagged turns, then the assistant's cue.
+        "chat_template": CHAT_TEMPLATE,
     }
     _write_atomic(directory / "tokenizer_config.json", json.dumps(tokenizer_config, indent=2))
     special_map = {"bos_token": BOS, "eos_token": EOS, "pad_token": PAD}

@@ -32,7 +32,7 @@ from sglang_fair.workloads.arrivals import check_process
 from sglang_fair.workloads.tokens import DEFAULT_VOCAB_SIZE
 from sglang_fair.workloads.validate import WorkloadError
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # package data; configs/ in the repo links here
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,59 @@
+"""The launcher: --policy (and SGLang's --schedule-policy as an alias), --tiny-cpu, the d2lpm_global default."""
+
+from __future__ import annotations
+
+import pytest
+
+from sglang_fair.launch_server import TINY_CPU_MAX_TOTAL_TOKENS, build_argv
+from sglang_fair.testing.tiny_model import ensure_tiny_model
+
+pytestmark = pytest.mark.engine  # the launcher reads SGLang's own policy names
+
+
+def _option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_schedule_policy_is_an_alias_of_policy():
+    assert build_argv(["--schedule-policy", "vtc", "--port", "1"]) == ["--schedule-policy", "vtc", "--port", "1"]
+    assert build_argv(["--schedule-policy=lpm"])[:2] == ["--schedule-policy", "lpm"]
+    assert build_argv(["--policy", "vtc", "--schedule-policy", "vtc"]) == ["--schedule-policy", "vtc"]
+    assert build_argv([])[:2] == ["--schedule-policy", "dlpm"]
+
+
+def test_disagreeing_policy_and_schedule_policy_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        build_argv(["--policy", "vtc", "--schedule-policy", "lpm"])
+    assert "--policy vtc and --schedule-policy lpm disagree" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_argv(["--schedule-policy", "bogus"])
+    assert "unknown policy 'bogus'" in capsys.readouterr().err
+
+
+def test_tiny_cpu_adds_the_model_and_cpu_flags():
+    argv = build_argv(["--tiny-cpu", "--policy", "dlpm", "--port", "30000"])
+    assert _option(argv, "--model-path") == str(ensure_tiny_model())
+    assert (_option(argv, "--device"), _option(argv, "--attention-backend")) == ("cpu", "torch_native")
+    assert _option(argv, "--load-format") == "dummy" and "--sleep-on-idle" in argv
+    assert _option(argv, "--max-total-tokens") == str(TINY_CPU_MAX_TOTAL_TOKENS)
+    assert "--tiny-cpu" not in argv  # ours, not SGLang's
+
+
+def test_tiny_cpu_leaves_what_the_user_gave():
+    argv = build_argv(["--tiny-cpu", "--model-path", "/m", "--max-total-tokens=4096", "--load-format", "auto"])
+    assert argv.count("--model-path") == 1 and _option(argv, "--model-path") == "/m"
+    assert "--max-total-tokens=4096" in argv and "--max-total-tokens" not in argv
+    assert argv.count("--load-format") == 1 and _option(argv, "--load-format") == "auto"
+
+
+def test_prefixes_of_sglang_options_are_not_taken_as_ours():
+    # allow_abbrev is off: "--tiny" or "--pol" belong to SGLang (which refuses or takes them), never to us.
+    assert "--tiny" in build_argv(["--tiny"])
+
+
+def test_dlpm_with_dp_defaults_to_the_global_router():
+    argv = build_argv(["--policy", "dlpm", "--dp", "4"])
+    assert _option(argv, "--load-balance-method") == "d2lpm_global"
+    assert "--load-balance-method" not in build_argv(["--policy", "vtc", "--dp", "4"])
+    argv = build_argv(["--dp", "2", "--load-balance-method", "d2lpm"])
+    assert argv.count("--load-balance-method") == 1
