@@ -17,7 +17,8 @@ from sglang_fair.core.options import FairOptions
 
 PARAM_KEYS = (
     "policy", "quantum", "input_weight", "output_weight", "cost", "client_weights",
-    "router", "router_options", "num_workers", "kv_pool_tokens", "max_running_requests", "source",
+    "router", "router_options", "num_workers", "kv_pool_tokens", "max_running_requests",
+    "isolation", "max_preemptions", "source",
 )
 
 
@@ -50,6 +51,8 @@ def sim_params(options: FairOptions, router: str, router_options: dict, num_work
         "num_workers": num_workers,
         "kv_pool_tokens": kv_pool_tokens,
         "max_running_requests": max_running_requests,
+        "isolation": options.isolation,
+        "max_preemptions": options.max_preemptions,
         "source": "sim",
     }
 
@@ -95,6 +98,8 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
         "num_workers": num_workers,
         "kv_pool_tokens": _int(_find(info, "max_total_num_tokens")),
         "max_running_requests": _int(_find(info, "max_running_requests")),
+        "isolation": fair.fair_isolation if fair else None,
+        "max_preemptions": fair.fair_max_preemptions if fair else None,
         "source": "server_info",
     }
 

@@ -11,17 +11,19 @@ cost function and the policy, and turns engine events into charges:
 
 Charging rules: the admission cost is charged once per request, at its first
 admission, after the engine's cache match (``cached_len``); every output
-token is charged exactly once, whatever path produced it.
+token is charged exactly once, whatever path produced it. What a re-admitted
+request prefills again is recorded as waste (``recomputed_tokens``), not service.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 
 from sglang_fair.core.apps import normalize_app_id
 from sglang_fair.core.costs import CostFunction, make_cost
+from sglang_fair.core.isolation import LatencyIsolation
 from sglang_fair.core.ledger import ServiceLedger
 from sglang_fair.core.options import FairOptions
 from sglang_fair.core.policies import Policy, ThrottleDecision, make_policy
@@ -38,6 +40,7 @@ class FairScheduler:
             options.cost or self.policy.default_cost, options.input_weight, options.output_weight
         )
         self.ledger = ServiceLedger()
+        self.isolation = LatencyIsolation(options, self.activity, self.ledger) if options.isolation else None
         self.requests: dict[str, TrackedRequest] = {}
         self._seq = itertools.count()
 
@@ -96,6 +99,14 @@ class FairScheduler:
         self.activity[req.client].running -= 1
         self._enter_queue(req, self.clock())
 
+    def preempt(self, req: TrackedRequest) -> None:
+        """Latency isolation took ``req``'s slot: back to the queue, counted, charged nothing."""
+        if req.state is not RequestState.RUNNING:
+            raise ValueError(f"request {req.rid!r} is {req.state.value}, not running")
+        req.preemptions += 1
+        self.ledger.record_preemption(req.client)
+        self.requeue(req)
+
     def _enter_queue(self, req: TrackedRequest, now: float) -> None:
         act = self.activity.get(req.client)
         if act is None:
@@ -117,13 +128,21 @@ class FairScheduler:
     def order(self, queue: list[TrackedRequest]) -> list[TrackedRequest]:
         return self.policy.order(queue)
 
-    def walk(self, ordered: list[TrackedRequest]) -> Iterator[TrackedRequest]:
-        return self.policy.walk(ordered)
+    def walk(self, ordered: Iterable[TrackedRequest], starved: Collection[str] = ()) -> Iterator[TrackedRequest]:
+        """The policy's candidates; with ``starved`` clients (latency isolation), first
+        the policy's walk over their requests alone, then over everyone's, so a
+        full batch is offered to them before anyone else and no room is left idle."""
+        if not starved:
+            return self.policy.walk(ordered)
+        ordered = list(ordered)
+        return itertools.chain(self.policy.walk([r for r in ordered if r.client in starved]), self.policy.walk(ordered))
 
     def admit(self, req: TrackedRequest, cached_len: int) -> float:
-        """``req`` joined the running batch with ``cached_len`` prefix tokens cached.
+        """``req`` joined the running batch with ``cached_len`` tokens of what it
+        prefills (its prompt, plus its earlier output on a re-admission) cached.
 
-        Returns the service charged (0 on re-admission after a retraction).
+        Returns the service charged (0 on re-admission after a retraction or
+        preemption, whose prefill is recorded as recomputed instead).
         """
         if req.state is not RequestState.QUEUED:
             raise ValueError(f"request {req.rid!r} is {req.state.value}, not queued")
@@ -132,9 +151,12 @@ class FairScheduler:
         act.running += 1
         act.last_active = self.clock()
         req.state = RequestState.RUNNING
-        req.cached_len = cached_len
         if req.extend_charged:
+            self.ledger.record_recompute(req.client, max(0, req.input_len + req.output_charged - cached_len))
+            req.cached_len = min(cached_len, req.input_len)
             return 0.0
+        cached_len = min(cached_len, req.input_len)
+        req.cached_len = cached_len
         req.extend_charged = True
         cost = self.cost.admission(req.input_len, cached_len)
         self.ledger.record_admission(req.client, req.input_len, cached_len, cost)

@@ -17,6 +17,9 @@ class ClientService:
     service: float = 0.0  # cost-weighted, before client weights
     admitted: int = 0
     finished: int = 0
+    # Waste, not service: prefill redone after a retraction or preemption.
+    recomputed_tokens: int = 0
+    preempted: int = 0  # running requests whose slot latency isolation took
 
     @property
     def extend_tokens(self) -> int:
@@ -50,6 +53,12 @@ class ServiceLedger:
         entry = self._get(client)
         entry.output_tokens += tokens
         entry.service += cost
+
+    def record_recompute(self, client: str, tokens: int) -> None:
+        self._get(client).recomputed_tokens += tokens
+
+    def record_preemption(self, client: str) -> None:
+        self._get(client).preempted += 1
 
     def record_finish(self, client: str) -> None:
         self._get(client).finished += 1

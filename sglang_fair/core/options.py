@@ -40,6 +40,10 @@ class FairOptions:
     # Policy-specific settings (fairserve, justitia): a YAML file path or the
     # parsed mapping; each policy reads its own section and validates it.
     policy_config: str | dict | None = None
+    # Latency isolation (core/isolation.py): a waiting client may preempt running
+    # requests of clients holding more slots; each request at most max_preemptions times.
+    isolation: bool = False
+    max_preemptions: int = 1
 
     def __post_init__(self) -> None:
         self.validate()
@@ -63,6 +67,10 @@ class FairOptions:
                 f"--fair-cost: unknown cost function {self.cost!r}; choose one of {', '.join(COSTS)}"
             )
         _positive("--fair-idle-timeout", self.idle_timeout_s)
+        if not isinstance(self.isolation, bool):
+            raise OptionError(f"--fair-isolation must be true or false, got {self.isolation!r}")
+        if isinstance(self.max_preemptions, bool) or not isinstance(self.max_preemptions, int) or self.max_preemptions < 1:
+            raise OptionError(f"--fair-max-preemptions must be an integer >= 1, got {self.max_preemptions!r}")
         if self.policy_config is not None and not isinstance(self.policy_config, (str, dict)):
             raise OptionError(
                 f"--fair-policy-config must be a YAML file path or a mapping, got {type(self.policy_config).__name__}"

@@ -32,6 +32,7 @@ class TrackedRequest:
     state: RequestState = RequestState.QUEUED
     extend_charged: bool = False
     output_charged: int = 0
+    preemptions: int = 0  # times latency isolation took its slot back
     payload: object = None  # backend's own request object, if it wants one
     # Application identity (FairServe, Justitia), all optional: ``app`` is the
     # application type, ``interaction`` one run of it (a multi-call graph,

@@ -27,6 +27,8 @@ from sglang_fair.sim.worker import SimRequest, SimulationError
 from sglang_fair.workloads.model import Program, Workload
 
 _CONFIG_FIELDS = {f.name for f in fields(SimConfig)}
+# FairOptions fields also accepted as simulator options (``--sim-opt isolation=true``).
+_FAIR_FIELDS = {f.name for f in fields(FairOptions)} - {"policy"}
 logger = logging.getLogger(__name__)
 
 
@@ -34,16 +36,18 @@ class SimBackend:
     """``SimBackend(policy, seed, num_workers=..., router=..., profile=..., fair={...})``.
 
     ``fair`` holds FairOptions fields other than the policy (quantum,
-    weights, cost, client_weights); the other keywords are SimConfig fields.
+    weights, cost, client_weights, isolation, ...); they may also be given
+    as keywords. The other keywords are SimConfig fields.
     """
 
     def __init__(self, policy: str = "fcfs", seed: int | None = None, fair: dict | None = None,
                  **config: object) -> None:
-        unknown = set(config) - _CONFIG_FIELDS
+        unknown = set(config) - _CONFIG_FIELDS - _FAIR_FIELDS
         if unknown:
             raise ValueError(f"unknown simulator option(s) {', '.join(sorted(unknown))}; "
-                             f"known: {', '.join(sorted(_CONFIG_FIELDS))}")
-        self.options = FairOptions(policy=policy, **(fair or {}))
+                             f"known: {', '.join(sorted(_CONFIG_FIELDS | _FAIR_FIELDS))}")
+        fair = dict(fair or {}) | {key: config.pop(key) for key in list(config) if key in _FAIR_FIELDS}
+        self.options = FairOptions(policy=policy, **fair)
         self.config = SimConfig(**config)  # type: ignore[arg-type]
         self.config.check()
         load_profile(self.config.profile)  # unknown profile: fail now, not mid-run

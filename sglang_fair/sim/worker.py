@@ -124,6 +124,8 @@ class WorkerStats:
     retractions: int = 0
     evicted_tokens: int = 0
     prefill_tokens: int = 0  # tokens computed by prefills (extend, chunks, re-prefills)
+    preemptions: int = 0  # running requests whose slot latency isolation took
+    recomputed_tokens: int = 0  # prefilled again after a retraction or preemption (waste)
 
 
 @dataclass
@@ -196,7 +198,7 @@ class SimWorker:
         if not self.running:
             self.batch_is_full = False
         batch = None
-        if (self.waiting and not self.batch_is_full) or self.chunked is not None:
+        if (self.waiting and (not self.batch_is_full or self._starved())) or self.chunked is not None:
             batch = self._admit()
         if batch:
             dur = self.cost.prefill_ms([(r.target - r.computed, r.computed) for r in batch]) / 1000.0
@@ -222,7 +224,8 @@ class SimWorker:
                 raise SimulationError(f"worker {self.rank}: one request does not fit the KV pool")
         batch_size = len(self.running)
         ctx0 = sum(r.computed + r.private for r in self.running)
-        interruptible = not self.batch_is_full
+        # A full batch admits no arrival, unless isolation may preempt for it.
+        interruptible = not self.batch_is_full or self.scheduler.isolation is not None
         self.segment = _Segment(now, steps, batch_size, ctx0, interruptible)
         self.pending = IterationResult(now + self.cost.decode_steps_ms(batch_size, ctx0, steps) / 1000.0)
         return self.pending.end
@@ -282,9 +285,12 @@ class SimWorker:
             self.chunked = None if take == left else req
             if self.chunked is not None or rem_chunk <= 0:
                 return batch
-        if not self.waiting or self.batch_is_full:
+        if not self.waiting:
             return batch
-        if len(self.running) + len(batch) >= c.max_running_requests:
+        full = self.batch_is_full or len(self.running) + len(batch) >= c.max_running_requests
+        # A pass that starts full offers room to starved clients first, preempting for them (core/isolation.py).
+        starved = self._starved() if full else set()
+        if full and not starved:
             self.batch_is_full = True
             return batch
         sched = self.scheduler
@@ -298,7 +304,7 @@ class SimWorker:
         else:
             ordered = sorted(queue, key=lambda t: t.seq)
         admitted: set[int] = set()
-        for tracked in sched.walk(ordered):
+        for tracked in sched.walk(ordered, starved):
             req: SimRequest = tracked.payload
             fill = req.fill()
             # Like SGLang, at least the last token is computed (its logits give the next token).
@@ -308,7 +314,9 @@ class SimWorker:
             rem_total -= self.cache.protected_size - protected_before
             extend = len(fill) - m.length
             max_new = min(req.max_new - req.out, c.clip_max_new_tokens)
-            if extend + max_new >= rem_total:
+            if starved:
+                rem_total = self._make_way(tracked, batch, extend + max_new, rem_total)
+            if extend + max_new >= rem_total or len(self.running) + len(batch) >= c.max_running_requests:
                 self.cache.unlock(m.node)
                 self.batch_is_full = bool(batch) or bool(self.running)
                 break
@@ -317,6 +325,8 @@ class SimWorker:
             if req.cached_tokens is None:
                 req.cached_tokens = m.length
                 req.output_ids = tuple(self.rng.choices(range(self.vocab_size), k=req.max_new))
+            else:
+                self.stats.recomputed_tokens += extend
             req.admitted_at(self.now)
             sched.admit(tracked, m.length)
             if self.admitted is not None:
@@ -423,19 +433,48 @@ class SimWorker:
             result.finished.append(req)
         self.batch_is_full = False
 
+    def _starved(self) -> set[str]:
+        isolation = self.scheduler.isolation
+        return isolation.starved_clients() if isolation is not None and self.running else set()
+
+    def _make_way(self, candidate: TrackedRequest, batch: list[SimRequest], need: int, rem_total: int) -> int:
+        """Preempt running requests for ``candidate`` (latency isolation) until it has a
+        slot and ``need`` tokens fit; returns the new token budget. Preempted requests
+        stay preempted even if not enough could be freed (their work is lost then)."""
+        isolation = self.scheduler.isolation
+        c = self.config
+        while need >= rem_total or len(self.running) + len(batch) >= c.max_running_requests:
+            victim = isolation.next_victim(candidate, (r.tracked for r in self.running))
+            if victim is None:
+                break
+            req: SimRequest = victim.payload  # type: ignore[assignment]
+            before = self.available() + self.cache.evictable_size
+            reserved = int(min(req.max_new - req.out, c.clip_max_new_tokens) * self.new_token_ratio)
+            self._release(req)
+            self.scheduler.preempt(victim)
+            self.stats.preemptions += 1
+            self.running.remove(req)
+            self.waiting.append(req)
+            rem_total += self.available() + self.cache.evictable_size - before + reserved
+        return rem_total
+
+    def _release(self, req: SimRequest) -> None:
+        """Free a running request's KV (outputs are recomputed on re-admission), as SGLang's release_req."""
+        self.private -= req.private
+        req.private = 0
+        self.cache.unlock(req.node)
+        req.node = None
+        req.computed = 0
+        req.requeues.append([self.now, None])
+
     def _retract(self) -> None:
         """Free decode memory by sending requests back to the queue (SGLang's retract_decode)."""
         order = sorted(self.running, key=lambda r: (r.out, -len(r.prompt)), reverse=True)
         retracted = []
         while order and (not retracted or self.available() + self.cache.evictable_size < len(order)):
             req = order.pop()
-            self.private -= req.private
-            req.private = 0
-            self.cache.unlock(req.node)
-            req.node = None
-            req.computed = 0
+            self._release(req)
             self.scheduler.requeue(req.tracked)
-            req.requeues.append([self.now, None])
             retracted.append(req)
         self.running = order
         self.waiting.extend(retracted)

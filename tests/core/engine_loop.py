@@ -34,6 +34,7 @@ class LoopStats:
     # Passes that ended with a queued request fitting the leftover budget.
     work_conservation_violations: int = 0
     admitted: int = 0
+    preemptions: int = 0  # latency isolation's (FairOptions.isolation)
 
 
 class EngineLoop:
@@ -48,6 +49,7 @@ class EngineLoop:
         self.rng = random.Random(seed)
         self._rid = 0
         self.stats = LoopStats()
+        self.full = False  # the last pass stopped on the KV budget
 
     def _now(self) -> float:
         return float(self.step_no)
@@ -88,8 +90,17 @@ class EngineLoop:
         for req in queue:
             req.cached_len = self._cached(req)
         stopped_on_budget = False
-        for req in self.fair.walk(self.fair.order(queue)):
+        # Latency isolation, as the engines do it: a pass that starts full offers
+        # room to starved clients first and preempts for them.
+        isolation = self.fair.isolation
+        starved = isolation.starved_clients() if isolation is not None and self.full else set()
+        for req in self.fair.walk(self.fair.order(queue), starved):
             size = self._size(req)
+            while starved and self.used + size > self.capacity:
+                victim = isolation.next_victim(req, [r for r, _ in self.running])
+                if victim is None:
+                    break
+                self._preempt(victim)
             if self.used + size > self.capacity:
                 stopped_on_budget = True
                 break
@@ -97,6 +108,7 @@ class EngineLoop:
             self.fair.admit(req, self._cached(req))
             self.running.append((req, self.specs[req.rid]))
             self.stats.admitted += 1
+        self.full = stopped_on_budget
         if not stopped_on_budget:
             room = self.capacity - self.used
             if any(r.state is RequestState.QUEUED and self._size(r) <= room for r in queue):
@@ -117,6 +129,13 @@ class EngineLoop:
         self.cached_prefix = served_clients | {s.client for _, s in self.running}
         self.step_no += 1
         self._record()
+
+    def _preempt(self, victim: TrackedRequest) -> None:
+        spec = self.specs[victim.rid]
+        self.used -= spec.input_len - victim.cached_len + spec.output_len
+        self.running = [(r, s) for r, s in self.running if r is not victim]
+        self.fair.preempt(victim)
+        self.stats.preemptions += 1
 
     def _record(self) -> None:
         backlog = {}

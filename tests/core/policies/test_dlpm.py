@@ -11,7 +11,7 @@ from sglang_fair.core.policies.dlpm import DLPMPolicy
 from tests.core.engine_loop import EngineLoop, Spec, max_pairwise_gap
 
 
-def _backlogged_run(seed: int, policy: str = "dlpm"):
+def _backlogged_run(seed: int, policy: str = "dlpm", isolation: bool = False):
     rng = random.Random(seed)
     quantum = rng.choice([50.0, 200.0, 1000.0, 4000.0])
     capacity = rng.choice([400, 800, 1500])
@@ -27,21 +27,23 @@ def _backlogged_run(seed: int, policy: str = "dlpm"):
 
     # A request holds at least 25 tokens, so no step admits more than this many.
     depth = capacity // 25 + 2
-    loop = EngineLoop(FairOptions(policy=policy, quantum=quantum), kv_capacity=capacity, seed=seed)
+    loop = EngineLoop(FairOptions(policy=policy, quantum=quantum, isolation=isolation), kv_capacity=capacity, seed=seed)
     for _ in range(300):
         loop.keep_backlogged(make, clients, depth)
         loop.step()
     return loop, clients, quantum, capacity, max_in
 
 
+@pytest.mark.parametrize("isolation", [False, True])
 @pytest.mark.parametrize("seed", range(25))
-def test_theorem_4_1_backlogged_clients_service_gap(seed):
-    loop, clients, quantum, capacity, max_in = _backlogged_run(seed)
+def test_theorem_4_1_backlogged_clients_service_gap(seed, isolation):
+    loop, clients, quantum, capacity, max_in = _backlogged_run(seed, isolation=isolation)
     w_e, w_q = 1.0, 2.0
     U = w_e * max_in + w_q * capacity
     gap = max_pairwise_gap(loop.stats, clients, 0, loop.step_no)
     assert gap <= 2 * (U + quantum), (gap, U, quantum)
     assert loop.stats.work_conservation_violations == 0
+    assert (loop.stats.preemptions > 0) == isolation  # the runs with isolation do preempt
 
 
 def _flood(policy: str) -> EngineLoop:

@@ -11,8 +11,9 @@ from sglang_fair.core.policies.vtc import VTCPolicy
 from tests.core.engine_loop import EngineLoop, Spec, max_pairwise_gap
 
 
+@pytest.mark.parametrize("isolation", [False, True])
 @pytest.mark.parametrize("seed", range(25))
-def test_theorem_4_4_backlogged_clients_service_gap(seed):
+def test_theorem_4_4_backlogged_clients_service_gap(seed, isolation):
     rng = random.Random(seed)
     capacity = rng.choice([300, 800, 1500])
     max_in, max_out = rng.randint(20, 250), rng.randint(10, 50)
@@ -21,13 +22,14 @@ def test_theorem_4_4_backlogged_clients_service_gap(seed):
     def make(c):
         return Spec(c, rng.randint(15, max_in), rng.randint(10, max_out), 0)
 
-    loop = EngineLoop(FairOptions(policy="vtc"), kv_capacity=capacity, seed=seed)
+    loop = EngineLoop(FairOptions(policy="vtc", isolation=isolation), kv_capacity=capacity, seed=seed)
     for _ in range(300):
         loop.keep_backlogged(make, clients, depth=capacity // 25 + 2)  # requests hold >= 25 tokens
         loop.step()
     bound = 2 * max(1.0 * max_in, 2.0 * capacity)
     assert max_pairwise_gap(loop.stats, clients, 0, loop.step_no) <= bound
     assert loop.stats.work_conservation_violations == 0
+    assert (loop.stats.preemptions > 0) == isolation  # the runs with isolation do preempt
 
 
 def test_counter_lift_to_smallest_queued_counter():

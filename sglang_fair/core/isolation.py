@@ -1,0 +1,99 @@
+"""Latency isolation: a waiting client may take a running slot back from a client holding more.
+
+DLPM and VTC decide who is admitted next, never who keeps running. Once a
+flooding client holds every running slot (or the KV pool), a light client's
+short request waits for flood requests to finish, however positive its
+deficit. With isolation on, when the batch is full a client with requests
+waiting and **none running** (it is starved, not merely queued behind its own
+requests) may have one running request of another client preempted for it,
+under two rules:
+
+* **Share rule**: the running batch's fair share per unit of weight is
+  ``R / W`` (``R`` requests running, ``W`` the summed weight of the clients
+  with requests queued or running). Client ``c`` may take a slot from client
+  ``v`` only if ``v`` stays at or above its share and ``c`` gets at most its
+  own: ``(running(v) - 1) / w(v) >= R / W >= (running(c) + 1) / w(c)``. So
+  clients within their share never preempt each other, and (what stops
+  thrashing) each preemption strictly lowers ``sum(running(x)^2 / w(x))``
+  over clients (for equal weights by at least 2): preemptions cannot
+  ping-pong; only admissions and completions can undo one.
+* **Bounded waste**: a request is preempted at most ``max_preemptions`` times;
+  its recomputation is recorded as waste, never as the client's service
+  (``FairScheduler.admit``).
+
+Victims, best first: the client holding the most slots per weight, then the
+one that received the most service per weight, then the request with the
+least output (the least work to recompute), then the one that arrived last.
+
+Fairness bounds are untouched: admission still follows the policy's walk and
+its counters, and preemption neither charges nor refunds (docs/fairness.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from sglang_fair.core.ledger import ServiceLedger
+from sglang_fair.core.options import FairOptions
+from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
+
+
+class LatencyIsolation:
+    def __init__(self, options: FairOptions, activity: Mapping[str, ClientActivity], ledger: ServiceLedger) -> None:
+        self.options = options
+        self.activity = activity  # live per-client counts, owned by FairScheduler
+        self.ledger = ledger
+        self.max_preemptions = options.max_preemptions
+
+    def _share(self, client: str, extra: int = 0) -> float:
+        act = self.activity.get(client)
+        return ((act.running if act else 0) + extra) / self.options.weight_of(client)
+
+    def fair_share(self) -> float:
+        """``R / W``: running requests per unit of weight of the active clients."""
+        running = weight = 0.0
+        for client, act in self.activity.items():
+            if not act.idle:
+                running += act.running
+                weight += self.options.weight_of(client)
+        return running / weight if weight else 0.0
+
+    def may_take_from(self, client: str, victim_client: str, fair: float | None = None) -> bool:
+        """The share rule: ``client`` may take one slot of ``victim_client``."""
+        fair = self.fair_share() if fair is None else fair
+        return client != victim_client and self._share(victim_client, -1) >= fair >= self._share(client, 1)
+
+    def starved_clients(self) -> set[str]:
+        """Queued clients that the share rule lets take a slot from some running client.
+
+        Empty when isolation can do nothing (a backend then keeps its usual pass).
+        """
+        fair = self.fair_share()
+        # The largest holder decides whether anyone may be preempted at all.
+        top = max((self._share(c, -1) for c, a in self.activity.items() if a.running > 0), default=None)
+        if top is None or top < fair:
+            return set()
+        return {c for c, a in self.activity.items() if a.queued > 0 and a.running == 0 and self._share(c, 1) <= fair}
+
+    def next_victim(self, candidate: TrackedRequest, running: Iterable[TrackedRequest]) -> TrackedRequest | None:
+        """The running request to preempt for ``candidate``, or None if none may be
+        (its client has a request running already, or the share rule allows no victim).
+
+        ``running``: the backend's running requests (tracked views). Call again
+        after each preemption while the candidate still does not fit (more KV tokens).
+        """
+        act = self.activity.get(candidate.client)
+        if act is not None and act.running > 0:
+            return None
+        best, best_key = None, None
+        fair = self.fair_share()
+        for req in running:
+            if req.state is not RequestState.RUNNING or req.preemptions >= self.max_preemptions:
+                continue
+            if not self.may_take_from(candidate.client, req.client, fair):
+                continue
+            weight = self.options.weight_of(req.client)
+            key = (self._share(req.client), self.ledger.service(req.client) / weight, -req.output_charged, req.seq)
+            if best_key is None or key > best_key:
+                best, best_key = req, key
+        return best
