@@ -43,6 +43,11 @@ def add_fair_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Seconds after which an idle client's state is dropped (default %(default)s).")
     group.add_argument("--fair-policy-config", type=str, default=None,
                        help="YAML file with FairServe / Justitia settings (see docs/fairserve_justitia.md).")
+    group.add_argument("--fair-isolation", action="store_true",
+                       help="Latency isolation: when the batch is full, a waiting client may preempt running "
+                            "requests of clients holding more slots (see docs/fairness.md). Off by default.")
+    group.add_argument("--fair-max-preemptions", type=int, default=1,
+                       help="With --fair-isolation: times one request may be preempted (default %(default)s).")
 
 
 def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
@@ -65,7 +70,20 @@ def options_from_namespace(args: argparse.Namespace, policy: str) -> FairOptions
         client_weights=parse_client_weights(args.fair_client_weights),
         idle_timeout_s=args.fair_idle_timeout,
         policy_config=args.fair_policy_config,
+        isolation=args.fair_isolation,
+        max_preemptions=args.fair_max_preemptions,
     )
+
+
+def _check_isolation_supported(policy: str) -> None:
+    from sglang.srt.managers import schedule_policy
+
+    if policy not in fair_policy_names():
+        raise OptionError(f"--fair-isolation works with the policies of sglang-fair "
+                          f"({', '.join(fair_policy_names())}), not --schedule-policy {policy}")
+    if getattr(schedule_policy, "SGLANG_FAIR_BUILTIN", False):
+        raise OptionError("--fair-isolation is not carried by the patches/ series this SGLang was built with; "
+                          "use the sglang-fair plugin on a stock SGLang")
 
 
 def capture_options(server_args, cls, args: argparse.Namespace, *rest, **kwargs):
@@ -77,6 +95,8 @@ def capture_options(server_args, cls, args: argparse.Namespace, *rest, **kwargs)
         options = options_from_namespace(args, policy)
         make_policy(options, {})
         check_policy_config(options)  # every section of --fair-policy-config fails here, not in a worker
+        if options.isolation:
+            _check_isolation_supported(server_args.schedule_policy)
     except OptionError as exc:
         sys.exit(f"sglang-fair: error: {exc}")
     config.export(options)

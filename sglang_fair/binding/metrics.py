@@ -8,7 +8,11 @@ at most once a second from the FairScheduler:
 * ``sglang_fair:client_service``: cost-weighted service received;
 * ``sglang_fair:client_counter``: the policy's state (VTC counter, DLPM
   deficit; absent for policies without one);
-* ``sglang_fair:client_queued_requests`` / ``client_running_requests``.
+* ``sglang_fair:client_queued_requests`` / ``client_running_requests``;
+* ``sglang_fair:client_preempted_requests``: running requests whose slot
+  latency isolation took (``--fair-isolation``);
+* ``sglang_fair:client_recomputed_tokens``: tokens prefilled again after a
+  retraction or preemption (waste, not service).
 
 A client whose state is dropped as idle loses its series; if it returns, its
 cumulative values start again from 0.
@@ -26,6 +30,8 @@ _GAUGES = {
     "client_counter": "Policy counter: VTC virtual counter or DLPM deficit",
     "client_queued_requests": "Requests waiting in the scheduler queue",
     "client_running_requests": "Requests in the running batch",
+    "client_preempted_requests": "Running requests preempted by latency isolation",
+    "client_recomputed_tokens": "Tokens prefilled again after a retraction or preemption",
 }
 
 
@@ -67,6 +73,8 @@ class ClientMetrics:
                     client_cached_tokens=served.cached_tokens,
                     client_output_tokens=served.output_tokens,
                     client_service=served.service,
+                    client_preempted_requests=served.preempted,
+                    client_recomputed_tokens=served.recomputed_tokens,
                 )
             counter = fair.policy.counter(client)
             if counter is not None:

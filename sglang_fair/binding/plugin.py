@@ -44,6 +44,7 @@ def _register_scheduler_hooks() -> None:
         (f"{_SCHEDULER}._get_new_batch_prefill_raw", scheduler_hooks.gate_prefill_admission, HookType.AROUND),
         (f"{_SCHEDULER}.process_batch_result", scheduler_hooks.charge_outputs, HookType.AFTER),
         (f"{_SCHEDULER}.abort_request", scheduler_hooks.note_aborts, HookType.AFTER),
+        (f"{_SCHEDULER}.on_idle", scheduler_hooks.refresh_when_idle, HookType.BEFORE),
         (f"{_SCHEDULER}._abort_on_queued_limit", scheduler_hooks.throttle_arrivals, HookType.AROUND),
         ("sglang.srt.managers.tokenizer_manager.TokenizerManager._handle_abort_finish_reason",
          scheduler_hooks.retry_after_header, HookType.AROUND),

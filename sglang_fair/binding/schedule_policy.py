@@ -44,15 +44,19 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             options = config.load("lpm" if policy == "lpm" else "fcfs")
         super().__init__(base, tree_cache, *args, **kwargs)
         self.fair = FairScheduler(options)
+        # Clients the current admission pass serves alone, preempting for them
+        # (latency isolation); empty outside such a pass.
+        self.isolating: set[str] = set()
         self._next_idle_sweep = 0.0
         logger.info(
-            "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s",
+            "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s, isolation=%s",
             policy,
             "gated" if self.gated else "stock order, accounting only",
             options.quantum,
             options.input_weight,
             options.output_weight,
             self.fair.cost.name,
+            f"on (max {options.max_preemptions} preemptions a request)" if options.isolation else "off",
         )
 
     # -- request tracking (called from scheduler_hooks) ----------------------
@@ -96,7 +100,8 @@ class FairSchedulePolicy(_StockSchedulePolicy):
     def on_admitted(self, req) -> None:
         tracked = self.track(req)
         if tracked.state is RequestState.QUEUED:
-            self.fair.admit(tracked, min(int(req.prefix_len), tracked.input_len))
+            # The prefix over everything it prefills: a re-admission's output counts as recomputed beyond it.
+            self.fair.admit(tracked, int(req.prefix_len))
 
     def on_progress(self, req) -> None:
         tracked = self.fair.requests.get(req.rid)
@@ -134,8 +139,9 @@ class FairSchedulePolicy(_StockSchedulePolicy):
                 self.fair.finish(tracked)  # left the queue without running: aborted
 
     def admission_order(self, waiting_queue: list):
-        """Candidates for this pass, as SGLang ``Req`` objects, from the core policy's walk."""
-        for candidate in self.fair.walk(_TrackedView(waiting_queue, self.track)):
+        """Candidates for this pass, as SGLang ``Req`` objects, from the core policy's walk
+        (the starved clients' first, in an isolation pass)."""
+        for candidate in self.fair.walk(_TrackedView(waiting_queue, self.track), self.isolating):
             yield candidate.payload
 
 

@@ -8,18 +8,26 @@ method (registered in ``plugin.register``):
   happens here; a retracted request is never charged again).
 * ``fair_prefill_adder``     AFTER  ``Scheduler.get_prefill_adder_class``: an
   adder subclass that charges each request's extend tokens when SGLang admits
-  it, after the cache match (cached prefix tokens are free under DLPM).
+  it, after the cache match (cached prefix tokens are free under DLPM), and
+  during an isolation pass answers ``PrefillAdder.preempt_to_schedule`` (and a
+  refusal for lack of KV tokens) with the core's victims.
 * ``gate_prefill_admission`` AROUND ``Scheduler._get_new_batch_prefill_raw``: the
   stock admission loop (``for req in self.waiting_queue``) walks the core
   policy's candidates instead of the raw queue, so DLPM skips clients out of
   deficit and VTC serves the smallest counter first; everything else in the
-  loop (budgets, chunking, LoRA, prefetch) stays SGLang's.
+  loop (budgets, chunking, LoRA, prefetch) stays SGLang's. With
+  ``--fair-isolation`` a pass that starts full offers room to starved clients
+  first, preempting for them (``binding/isolation.py``).
 * ``charge_outputs``         AFTER  ``Scheduler.process_batch_result``: every
   generated token is charged once (decode, the first token from prefill,
   mixed chunks, speculative steps), and finished or aborted requests stop
   being charged.
 * ``note_aborts``            AFTER  ``Scheduler.abort_request``: requests aborted
   while queued leave the fairness state.
+* ``refresh_when_idle``      BEFORE ``Scheduler.on_idle``: idle clients are
+  dropped and per-client gauges refreshed also when no batch runs (SGLang's
+  idle loop wakes at least once a second), so they never show a finished
+  flood as still running.
 * ``throttle_arrivals``      AROUND ``Scheduler._abort_on_queued_limit``: SGLang's
   own check of an arriving request against the queue limit; FairServe's
   overload throttle refuses the request there with HTTP 429 (and a
@@ -33,6 +41,7 @@ import math
 import sys
 from http import HTTPStatus
 
+from sglang_fair.binding import isolation
 from sglang_fair.binding.metrics import ClientMetrics
 from sglang_fair.binding.schedule_policy import FairSchedulePolicy
 
@@ -82,11 +91,22 @@ def gate_prefill_admission(original, scheduler, *args, **kwargs):
     queue = scheduler.waiting_queue
     if not isinstance(queue, _AdmissionQueue):
         queue = scheduler.waiting_queue = _AdmissionQueue(queue)
+    fair.isolating = isolation.starved_clients(fair, scheduler, _running_batch(args, kwargs))
+    preemption = scheduler.enable_priority_preemption
+    if fair.isolating:
+        scheduler.enable_priority_preemption = True  # SGLang reopens the full batch and asks the adder to preempt
     queue.armed_by = fair
     try:
         return original(scheduler, *args, **kwargs)
     finally:
         queue.armed_by = None
+        fair.isolating = set()
+        scheduler.enable_priority_preemption = preemption
+
+
+def _running_batch(args: tuple, kwargs: dict):
+    """``running_batch`` of ``_get_new_batch_prefill_raw(self, prefill_delayer_single_pass, running_batch)``."""
+    return kwargs["running_batch"] if "running_batch" in kwargs else args[1] if len(args) > 1 else None
 
 
 def fair_prefill_adder(adder_cls, scheduler, *args, **kwargs):
@@ -103,13 +123,29 @@ def fair_prefill_adder(adder_cls, scheduler, *args, **kwargs):
 
 
 def _make_adder_class(base: type, fair: FairSchedulePolicy) -> type:
+    from sglang.srt.managers.schedule_policy import AddReqResult
+
+    def admitted(adder, req) -> bool:
+        return bool(adder.can_run_list) and adder.can_run_list[-1] is req
+
     def add_one_req(self, req, *args, **kwargs):
         result = base.add_one_req(self, req, *args, **kwargs)
-        if self.can_run_list and self.can_run_list[-1] is req:
+        # Isolation: short of KV tokens, free them one victim at a time; the
+        # prefix is matched again since releasing may evict cached nodes.
+        while (fair.isolating and result is AddReqResult.NO_TOKEN and not admitted(self, req)
+               and isolation.preempt_one(self, fair, req)):
+            req.init_next_round_input(self.tree_cache)
+            result = base.add_one_req(self, req, *args, **kwargs)
+        if admitted(self, req):
             fair.on_admitted(req)
         return result
 
-    return type(f"Fair{base.__name__}", (base,), {"add_one_req": add_one_req})
+    def preempt_to_schedule(self, req) -> bool:
+        if not fair.isolating:
+            return base.preempt_to_schedule(self, req)
+        return isolation.preempt_one(self, fair, req)
+
+    return type(f"Fair{base.__name__}", (base,), {"add_one_req": add_one_req, "preempt_to_schedule": preempt_to_schedule})
 
 
 def charge_outputs(result, scheduler, batch, *args, **kwargs):
@@ -117,12 +153,23 @@ def charge_outputs(result, scheduler, batch, *args, **kwargs):
     if fair is not None and batch is not None:
         for req in batch.reqs:
             fair.on_progress(req)
-        gone = fair.sweep_idle_clients()
-        metrics = _client_metrics(scheduler)
-        if metrics is not None:
-            metrics.forget(gone)
-            metrics.maybe_update(fair)
+        _housekeeping(scheduler, fair)
     return result
+
+
+def refresh_when_idle(scheduler, *args, **kwargs) -> None:
+    fair = _fair(scheduler)
+    if fair is not None:
+        _housekeeping(scheduler, fair)
+
+
+def _housekeeping(scheduler, fair: FairSchedulePolicy) -> None:
+    """Drop idle clients and refresh the gauges (each at most once a second)."""
+    gone = fair.sweep_idle_clients()
+    metrics = _client_metrics(scheduler)
+    if metrics is not None:
+        metrics.forget(gone)
+        metrics.maybe_update(fair)
 
 
 def _client_metrics(scheduler) -> ClientMetrics | None:

@@ -36,12 +36,23 @@ def test_stock_parser_accepts_our_policy_and_exports_options(sglang_runtime, mon
         (["--fair-client-weights", "alice"], "--fair-client-weights"),
         (["--fair-cost", "nonsense"], "--fair-cost"),
         (["--fair-idle-timeout", "0"], "--fair-idle-timeout"),
+        (["--fair-isolation", "--fair-max-preemptions", "0"], "--fair-max-preemptions"),
     ],
 )
 def test_bad_options_are_refused_naming_the_option(sglang_runtime, argv, option):
     with pytest.raises(SystemExit) as exc:
         _parse(["--schedule-policy", "dlpm", *argv])
     assert option in str(exc.value)
+
+
+def test_isolation_is_exported_and_refused_with_a_stock_policy(sglang_runtime, monkeypatch):
+    monkeypatch.delenv("SGLANG_FAIR_CONFIG", raising=False)
+    _parse(["--schedule-policy", "vtc", "--fair-isolation", "--fair-max-preemptions", "3"])
+    exported = json.loads(os.environ["SGLANG_FAIR_CONFIG"])
+    assert (exported["isolation"], exported["max_preemptions"]) == (True, 3)
+    with pytest.raises(SystemExit) as exc:
+        _parse(["--schedule-policy", "lpm", "--fair-isolation"])
+    assert "--fair-isolation works with the policies of sglang-fair" in str(exc.value)
 
 
 def test_unknown_policy_is_refused(sglang_runtime, capsys):
