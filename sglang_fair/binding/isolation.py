@@ -3,9 +3,9 @@
 SGLang 0.5.23 already preempts running requests for priority scheduling
 (``PrefillAdder.preempt_to_schedule``, called from
 ``Scheduler._get_new_batch_prefill_raw`` when the batch has no free slot, with
-``Scheduler.enable_priority_preemption`` on). With ``--fair-isolation``, a pass
-that starts with a full batch and a starved client (``core/isolation.py``) turns
-that switch on for the pass, walks the starved clients' requests first, and our
+``Scheduler.enable_priority_preemption`` on). With ``--fair-isolation``, every
+pass walks the starved clients' requests first (``core/isolation.py``); a pass
+that starts with a full batch also turns that switch on for the pass, and our
 adder (``scheduler_hooks.fair_prefill_adder``) answers ``preempt_to_schedule``
 with the core's victims, released as SGLang releases its own: KV freed
 (``ScheduleBatch.release_req``), the batch filtered, the request requeued by
@@ -18,16 +18,19 @@ from __future__ import annotations
 from sglang_fair.binding.schedule_policy import FairSchedulePolicy
 
 
-def starved_clients(fair: FairSchedulePolicy, scheduler, running_batch) -> set[str]:
-    """Clients an isolation pass should serve now: empty unless isolation is on,
-    the batch is full (no slot, or the last pass ran out of KV) and some waiting
-    client holds fewer slots than the share rule allows."""
+def starved_clients(fair: FairSchedulePolicy, running_batch) -> set[str]:
+    """Clients this pass offers room first (the core's starved clients; empty
+    without isolation or with nothing running)."""
     isolation = fair.fair.isolation
     if isolation is None or running_batch is None or running_batch.is_empty():
         return set()
-    full = running_batch.batch_is_full or scheduler.get_num_allocatable_reqs(
+    return isolation.starved_clients()
+
+
+def batch_full(scheduler, running_batch) -> bool:
+    """No free slot, or the last pass ran out of KV tokens: only preemption makes room."""
+    return running_batch.batch_is_full or scheduler.get_num_allocatable_reqs(
         len(running_batch.reqs), running_batch=running_batch) <= 0
-    return isolation.starved_clients() if full else set()
 
 
 def preempt_one(adder, fair: FairSchedulePolicy, req) -> bool:

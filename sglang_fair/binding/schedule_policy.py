@@ -44,9 +44,10 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             options = config.load("lpm" if policy == "lpm" else "fcfs")
         super().__init__(base, tree_cache, *args, **kwargs)
         self.fair = FairScheduler(options)
-        # Clients the current admission pass serves alone, preempting for them
-        # (latency isolation); empty outside such a pass.
+        # Latency isolation, set for one admission pass: the starved clients it
+        # offers room first, and whether it may preempt for them (it started full).
         self.isolating: set[str] = set()
+        self.preempting = False
         self._next_idle_sweep = 0.0
         logger.info(
             "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s, isolation=%s",

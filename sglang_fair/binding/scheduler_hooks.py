@@ -16,8 +16,8 @@ method (registered in ``plugin.register``):
   policy's candidates instead of the raw queue, so DLPM skips clients out of
   deficit and VTC serves the smallest counter first; everything else in the
   loop (budgets, chunking, LoRA, prefetch) stays SGLang's. With
-  ``--fair-isolation`` a pass that starts full offers room to starved clients
-  first, preempting for them (``binding/isolation.py``).
+  ``--fair-isolation`` every pass offers room to starved clients first, and a
+  pass that starts full preempts for them (``binding/isolation.py``).
 * ``charge_outputs``         AFTER  ``Scheduler.process_batch_result``: every
   generated token is charged once (decode, the first token from prefill,
   mixed chunks, speculative steps), and finished or aborted requests stop
@@ -91,16 +91,18 @@ def gate_prefill_admission(original, scheduler, *args, **kwargs):
     queue = scheduler.waiting_queue
     if not isinstance(queue, _AdmissionQueue):
         queue = scheduler.waiting_queue = _AdmissionQueue(queue)
-    fair.isolating = isolation.starved_clients(fair, scheduler, _running_batch(args, kwargs))
+    running_batch = _running_batch(args, kwargs)
+    fair.isolating = isolation.starved_clients(fair, running_batch)
+    fair.preempting = bool(fair.isolating) and isolation.batch_full(scheduler, running_batch)
     preemption = scheduler.enable_priority_preemption
-    if fair.isolating:
+    if fair.preempting:
         scheduler.enable_priority_preemption = True  # SGLang reopens the full batch and asks the adder to preempt
     queue.armed_by = fair
     try:
         return original(scheduler, *args, **kwargs)
     finally:
         queue.armed_by = None
-        fair.isolating = set()
+        fair.isolating, fair.preempting = set(), False
         scheduler.enable_priority_preemption = preemption
 
 
@@ -132,7 +134,7 @@ def _make_adder_class(base: type, fair: FairSchedulePolicy) -> type:
         result = base.add_one_req(self, req, *args, **kwargs)
         # Isolation: short of KV tokens, free them one victim at a time; the
         # prefix is matched again since releasing may evict cached nodes.
-        while (fair.isolating and result is AddReqResult.NO_TOKEN and not admitted(self, req)
+        while (fair.preempting and result is AddReqResult.NO_TOKEN and not admitted(self, req)
                and isolation.preempt_one(self, fair, req)):
             req.init_next_round_input(self.tree_cache)
             result = base.add_one_req(self, req, *args, **kwargs)
@@ -141,7 +143,7 @@ def _make_adder_class(base: type, fair: FairSchedulePolicy) -> type:
         return result
 
     def preempt_to_schedule(self, req) -> bool:
-        if not fair.isolating:
+        if not fair.preempting:
             return base.preempt_to_schedule(self, req)
         return isolation.preempt_one(self, fair, req)
 

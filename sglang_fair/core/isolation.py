@@ -3,10 +3,11 @@
 DLPM and VTC decide who is admitted next, never who keeps running. Once a
 flooding client holds every running slot (or the KV pool), a light client's
 short request waits for flood requests to finish, however positive its
-deficit. With isolation on, when the batch is full a client with requests
-waiting and **none running** (it is starved, not merely queued behind its own
-requests) may have one running request of another client preempted for it,
-under two rules:
+deficit. With isolation on, a client with requests waiting and **none
+running** (it is starved, not merely queued behind its own requests) is
+offered room first (``FairScheduler.walk``), and when the batch is full it
+may have one running request of another client preempted for it, under two
+rules:
 
 * **Share rule**: the running batch's fair share per unit of weight is
   ``R / W`` (``R`` requests running, ``W`` the summed weight of the clients

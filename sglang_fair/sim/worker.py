@@ -288,8 +288,8 @@ class SimWorker:
         if not self.waiting:
             return batch
         full = self.batch_is_full or len(self.running) + len(batch) >= c.max_running_requests
-        # A pass that starts full offers room to starved clients first, preempting for them (core/isolation.py).
-        starved = self._starved() if full else set()
+        # Starved clients are offered room first; a pass that starts full preempts for them (core/isolation.py).
+        starved = self._starved()
         if full and not starved:
             self.batch_is_full = True
             return batch
@@ -314,7 +314,7 @@ class SimWorker:
             rem_total -= self.cache.protected_size - protected_before
             extend = len(fill) - m.length
             max_new = min(req.max_new - req.out, c.clip_max_new_tokens)
-            if starved:
+            if full and starved:
                 rem_total = self._make_way(tracked, batch, extend + max_new, rem_total)
             if extend + max_new >= rem_total or len(self.running) + len(batch) >= c.max_running_requests:
                 self.cache.unlock(m.node)

@@ -24,7 +24,7 @@ def _gauge(server, name: str, client: str) -> float | None:
 def _abandoned_stream(server, client: str) -> None:
     """Start a long streamed generation, read its first chunk, hang up."""
     body = json.dumps({"input_ids": list(range(1, 40)), "stream": True,
-                       "sampling_params": {"max_new_tokens": 3000, "ignore_eos": True}}).encode()
+                       "sampling_params": {"max_new_tokens": 1500, "ignore_eos": True}}).encode()  # context: 2048
     req = urllib.request.Request(server.url("/generate"), data=body,
                                  headers={"Content-Type": "application/json", "X-Client-Id": client})
     resp = urllib.request.urlopen(req, timeout=120)

@@ -34,7 +34,9 @@ class LoopStats:
     # Passes that ended with a queued request fitting the leftover budget.
     work_conservation_violations: int = 0
     admitted: int = 0
-    preemptions: int = 0  # latency isolation's (FairOptions.isolation)
+    # Latency isolation (FairOptions.isolation): preemptions, and admissions of starved clients' requests.
+    preemptions: int = 0
+    starved_admitted: int = 0
 
 
 class EngineLoop:
@@ -90,13 +92,13 @@ class EngineLoop:
         for req in queue:
             req.cached_len = self._cached(req)
         stopped_on_budget = False
-        # Latency isolation, as the engines do it: a pass that starts full offers
-        # room to starved clients first and preempts for them.
+        # Latency isolation, as the engines do it: starved clients are offered
+        # room first, and a pass that starts full preempts for them.
         isolation = self.fair.isolation
-        starved = isolation.starved_clients() if isolation is not None and self.full else set()
+        starved = isolation.starved_clients() if isolation is not None else set()
         for req in self.fair.walk(self.fair.order(queue), starved):
             size = self._size(req)
-            while starved and self.used + size > self.capacity:
+            while starved and self.full and self.used + size > self.capacity:
                 victim = isolation.next_victim(req, [r for r, _ in self.running])
                 if victim is None:
                     break
@@ -105,6 +107,7 @@ class EngineLoop:
                 stopped_on_budget = True
                 break
             self.used += size
+            self.stats.starved_admitted += req.client in starved
             self.fair.admit(req, self._cached(req))
             self.running.append((req, self.specs[req.rid]))
             self.stats.admitted += 1

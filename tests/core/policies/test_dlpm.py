@@ -43,7 +43,14 @@ def test_theorem_4_1_backlogged_clients_service_gap(seed, isolation):
     gap = max_pairwise_gap(loop.stats, clients, 0, loop.step_no)
     assert gap <= 2 * (U + quantum), (gap, U, quantum)
     assert loop.stats.work_conservation_violations == 0
-    assert (loop.stats.preemptions > 0) == isolation  # the runs with isolation do preempt
+    if not isolation:
+        assert loop.stats.preemptions == loop.stats.starved_admitted == 0
+
+
+def test_isolation_acts_in_the_randomized_runs():
+    """The bound test's isolated runs exercise it: starved clients admitted first, and preemptions."""
+    stats = [_backlogged_run(seed, isolation=True)[0].stats for seed in range(25)]
+    assert sum(s.preemptions > 0 for s in stats) >= 10 and sum(s.starved_admitted > 0 for s in stats) >= 10
 
 
 def _flood(policy: str) -> EngineLoop:
