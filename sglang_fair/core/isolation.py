@@ -26,8 +26,9 @@ Victims, best first: the client holding the most slots per weight, then the
 one that received the most service per weight, then the request with the
 least output (the least work to recompute), then the one that arrived last.
 
-Fairness bounds are untouched: admission still follows the policy's walk and
-its counters, and preemption neither charges nor refunds (docs/fairness.md).
+Every admission is still one the policy's walk yields on its own counters,
+and preemption neither charges nor refunds, so DLPM's bound holds unchanged
+(docs/latency_isolation.md).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class LatencyIsolation:
         return client != victim_client and self._share(victim_client, -1) >= fair >= self._share(client, 1)
 
     def starved_clients(self) -> set[str]:
-        """Queued clients that the share rule lets take a slot from some running client.
+        """Clients with requests queued and none running whose share is at least one
+        more slot, while some client holds more than its share (a possible victim).
 
         Empty when isolation can do nothing (a backend then keeps its usual pass).
         """
