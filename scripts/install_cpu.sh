@@ -16,7 +16,9 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$REPO/.venv}"
 PYTHON="${PYTHON:-python3}"
 TORCH_PIN="torch==2.13.0"
-SGLANG_PIN="sglang==0.5.23"
+# Another supported release (binding/version.py) for scripts/test_sglang_release.sh; CI uses the default.
+SGLANG_VERSION="${SGLANG_VERSION:-0.5.23}"
+SGLANG_PIN="sglang==$SGLANG_VERSION"
 REQUIREMENTS="$REPO/requirements/cpu.txt"
 
 if [[ ! -x "$VENV/bin/python" ]]; then
@@ -60,7 +62,7 @@ if "${PIP[@]}" list --format=freeze | grep -i -E '^nvidia-'; then
     echo "install_cpu: nvidia packages were installed (see above); the CPU path must not pull them" >&2
     exit 1
 fi
-if problems="$("${PIP[@]}" check 2>&1 | grep -v -E '^sglang 0\.5\.23 (requires|has requirement) ')"; then
+if problems="$("${PIP[@]}" check 2>&1 | grep -v -E "^sglang ${SGLANG_VERSION//./\\.} (requires|has requirement) ")"; then
     if [[ -n "$problems" && "$problems" != "No broken requirements found." ]]; then
         echo "install_cpu: inconsistent environment:" >&2
         echo "$problems" >&2

@@ -3,6 +3,8 @@
 SGLang calls ``register`` in every process it starts (launcher, HTTP server,
 schedulers, DP controller, detokenizer) and then applies the hooks. Set
 ``SGLANG_PLUGINS`` to a list without ``sglang_fair`` to turn the plugin off.
+An SGLang release the binding does not support stops the process at once
+(``binding/version.py``), before any hook is registered.
 An SGLang built with ``patches/`` applied calls the scheduler's functions from
 its own source; the plugin then registers only what the patches do not carry
 (the data-parallel router and the Ray backend).
@@ -24,6 +26,13 @@ _OPENAI_BASE = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase"
 def register() -> None:
     from sglang.srt.managers import schedule_policy
 
+    from sglang_fair.binding.version import UnsupportedSGLang, check_sglang
+
+    try:
+        check_sglang()
+    except UnsupportedSGLang as exc:
+        # SystemExit, not an exception: SGLang logs a plugin's exceptions and runs on without it.
+        raise SystemExit(f"sglang-fair: error: {exc}") from None
     if getattr(schedule_policy, "SGLANG_FAIR_BUILTIN", False):
         logger.info("sglang-fair: fair scheduling built into this SGLang (patches/); hooking the router only")
     else:

@@ -1,0 +1,46 @@
+"""The SGLang releases this binding supports, checked before any hook is registered.
+
+The hooks name SGLang functions and rely on their shape; on another release a
+renamed or reshaped function would leave a fair policy silently unfair (or a
+hook silently unapplied). So every process refuses an unsupported SGLang at
+start, naming the installed and the supported releases. Operators who want
+to try another release anyway set ``SGLANG_FAIR_ALLOW_UNSUPPORTED_SGLANG=1``:
+the plugin then loads with a warning in every process's log.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+# Releases the engine and server tests pass on (docs/architecture.md, "Supported SGLang releases").
+SUPPORTED_SGLANG = ("0.5.23",)
+OVERRIDE_ENV = "SGLANG_FAIR_ALLOW_UNSUPPORTED_SGLANG"
+
+
+class UnsupportedSGLang(RuntimeError):
+    """The installed SGLang is not a release this binding supports."""
+
+
+def installed_sglang() -> str | None:
+    try:
+        return importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_sglang(version: str | None = None) -> str:
+    """Return the installed SGLang version; raise ``UnsupportedSGLang`` if it is not supported."""
+    version = installed_sglang() if version is None else version
+    if version in SUPPORTED_SGLANG:
+        return version
+    found = f"SGLang {version} is installed" if version else "no SGLang is installed"
+    message = (f"sglang-fair supports SGLang {', '.join(SUPPORTED_SGLANG)}, but {found}: install a supported release "
+               f"(pip install sglang=={SUPPORTED_SGLANG[-1]}), or turn the plugin off (SGLANG_PLUGINS without sglang_fair)")
+    if version is not None and os.environ.get(OVERRIDE_ENV) == "1":
+        logger.warning("%s; loading anyway because %s=1: fair scheduling may not work", message, OVERRIDE_ENV)
+        return version
+    raise UnsupportedSGLang(message + f"; {OVERRIDE_ENV}=1 loads it anyway, untested")

@@ -1,0 +1,44 @@
+"""An unsupported SGLang release is refused at start, loudly, naming both releases."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from sglang_fair.binding import version
+from sglang_fair.binding.version import OVERRIDE_ENV, SUPPORTED_SGLANG, UnsupportedSGLang, check_sglang
+
+
+def test_the_pinned_release_is_supported_and_installed():
+    pytest.importorskip("sglang")
+    assert check_sglang() in SUPPORTED_SGLANG
+
+
+def test_another_release_is_refused_naming_both(monkeypatch):
+    monkeypatch.delenv(OVERRIDE_ENV, raising=False)
+    with pytest.raises(UnsupportedSGLang) as exc:
+        check_sglang("0.5.14")
+    message = str(exc.value)
+    assert "SGLang 0.5.14 is installed" in message and SUPPORTED_SGLANG[-1] in message and OVERRIDE_ENV in message
+    monkeypatch.setattr(version, "installed_sglang", lambda: None)
+    with pytest.raises(UnsupportedSGLang, match="no SGLang is installed"):
+        check_sglang()
+
+
+def test_the_override_loads_with_a_warning(monkeypatch, caplog):
+    monkeypatch.setenv(OVERRIDE_ENV, "1")
+    with caplog.at_level(logging.WARNING, logger=version.__name__):
+        assert check_sglang("0.5.14") == "0.5.14"
+    assert "loading anyway" in caplog.text
+
+
+@pytest.mark.engine
+def test_the_plugin_stops_the_process_on_an_unsupported_release(monkeypatch):
+    pytest.importorskip("sglang")
+    from sglang_fair.binding import plugin
+
+    monkeypatch.delenv(OVERRIDE_ENV, raising=False)
+    monkeypatch.setattr(version, "installed_sglang", lambda: "0.5.14")
+    with pytest.raises(SystemExit, match="sglang-fair: error: sglang-fair supports SGLang"):
+        plugin.register()
