@@ -83,7 +83,8 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
         from sglang_fair.binding.router_cli import router_config
 
         try:
-            router_options = router_config(router, fair.fair_router_quantum, fair.fair_router_options)["options"]
+            router_options = router_config(router, fair.fair_router_quantum, fair.fair_router_options,
+                                           fair.fair_input_weight, fair.fair_output_weight)["options"]
         except ValueError:
             router_options = None
     return {

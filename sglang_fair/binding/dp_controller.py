@@ -1,7 +1,7 @@
 """The routers of ``sglang_fair.router`` inside SGLang's data-parallel controller.
 
-``register_hooks()`` (called by the plugin entry point in every SGLang
-process) makes ``--load-balance-method d2lpm`` (or ``per_client_round_robin``,
+Its hooks (listed in ``binding/hooks.py``, registered by the plugin entry
+point in every SGLang process) make ``--load-balance-method d2lpm`` (or ``per_client_round_robin``,
 ``shortest_queue``, ``preble``, ``cache_aware``) work on stock
 ``python -m sglang.launch_server --dp N``, with the process backend or Ray's
 (``--use-ray``, see ``ray_backend``). ``round_robin`` stays SGLang's own. The
@@ -45,7 +45,6 @@ import time
 import msgspec
 import psutil
 import zmq
-from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
 from sglang_fair.binding import router_cli, router_feedback
 from sglang_fair.binding.identity import client_of
@@ -57,31 +56,6 @@ POLL_MS = 50
 LIVENESS_EVERY_S = 0.5
 SILENT_WORKER_WARN_S = 60.0
 HELLO_WAIT_S = 30.0  # schedulers announce themselves while the controller starts
-
-_DPC = "sglang.srt.managers.data_parallel_controller"
-_SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
-# Every output a scheduler sends for a request goes through here (batch results,
-# and requests rejected before running); aborts of queued requests do not.
-_STREAMER = "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer.stream_output"
-
-
-def register_hooks() -> None:
-    hooks = [
-        ("sglang.srt.server_args.ServerArgs.add_cli_args", router_cli.extend_cli, HookType.AFTER),
-        ("sglang.srt.server_args.ServerArgs.from_cli_args", router_cli.prepare_router_args, HookType.BEFORE),
-        (f"{_DPC}.LoadBalanceMethod.from_str", router_cli.resolve_method, HookType.AROUND),
-        ("sglang.srt.utils.common.build_server_info", router_cli.describe_router, HookType.AFTER),
-        (f"{_DPC}.DataParallelController.__init__", init_controller, HookType.AROUND),
-        (f"{_DPC}.DataParallelController.event_loop", run_event_loop, HookType.AROUND),
-        (f"{_SCHEDULER}.__init__", router_feedback.announce_worker, HookType.AFTER),
-        (_STREAMER, router_feedback.report_finished, HookType.AFTER),
-        (f"{_SCHEDULER}.send_abort_output", router_feedback.report_aborted, HookType.AFTER),
-        # Inert unless the router holds requests (SGLANG_FAIR_ROUTER_LATE_BINDING).
-        (f"{_SCHEDULER}.get_new_batch_prefill", router_feedback.report_admitted, HookType.AFTER),
-        (f"{_SCHEDULER}.process_batch_result", router_feedback.report_progress, HookType.AFTER),
-    ]
-    for target, hook, kind in hooks:
-        HookRegistry.register(target, hook, kind)
 
 
 def init_controller(original, controller, server_args, port_args, *args, **kwargs):

@@ -47,6 +47,12 @@ class RequestIdentity:
     stage: int | None = None
     system_tokens: int = 0
 
+    @property
+    def charged_client(self) -> str:
+        """The client id every component (scheduler, router, reports) charges: normalized,
+        never split by the application fields."""
+        return normalize_client_id(self.client)
+
 
 def encode_identity(client: str | None, headers) -> str | None:
     """The routing key carrying ``client`` and the application headers, if any."""
@@ -83,10 +89,8 @@ def decode_identity(routing_key: str | None) -> RequestIdentity:
 
 
 def client_of(routing_key: str | None) -> str:
-    """The client a request is charged to: the key's client part, normalized. Every
-    component (scheduler, router, reports) must use this, or application fields
-    would split one client into one id per interaction."""
-    return normalize_client_id(decode_identity(routing_key).client)
+    """The client a request is charged to (``RequestIdentity.charged_client``)."""
+    return decode_identity(routing_key).charged_client
 
 
 def parse_count(value: str | None) -> int | None:

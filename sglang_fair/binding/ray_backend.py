@@ -40,26 +40,11 @@ import copy
 import logging
 import os
 
-from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-
-from sglang_fair.binding import router_cli, router_feedback, scheduler_hooks
+from sglang_fair.binding import router_cli, router_feedback
 
 logger = logging.getLogger(__name__)
 
 SETUP_HOOK = f"{__name__}.worker_setup"
-_RAY_ENGINE = "sglang.srt.ray.engine.RayEngine"
-
-
-def register_hooks() -> None:
-    hooks = [
-        (f"{_RAY_ENGINE}._launch_scheduler_processes", join_ray, HookType.BEFORE),
-        (f"{_RAY_ENGINE}._launch_dp_scheduler_processes", launch_on_unpublished_copy, HookType.AROUND),
-        ("sglang.srt.observability.cpu_monitor.start_cpu_monitor_thread", one_cpu_monitor_per_process,
-         HookType.AROUND),
-        ("sglang.srt.ray.http_server.launch_server", scheduler_hooks.install_throttle_handler, HookType.BEFORE),
-    ]
-    for target, hook, kind in hooks:
-        HookRegistry.register(target, hook, kind)
 
 
 def worker_setup() -> None:

@@ -1,6 +1,6 @@
 """The data-parallel routers on SGLang's command line (launcher side).
 
-Hooks (registered by ``dp_controller.register_hooks``):
+Hooks (listed in ``binding/hooks.py``):
 
 * AFTER ``ServerArgs.add_cli_args``: the methods join ``--load-balance-method``'s
   choices; ``--fair-router-quantum`` (Q^w) and ``--fair-router-options`` (JSON
@@ -32,7 +32,7 @@ import uuid
 
 from sglang_fair.core.options import json_object
 from sglang_fair.ports import free_port_run
-from sglang_fair.router import ROUTERS, make_router
+from sglang_fair.router import ROUTERS, make_router, with_policy_weights
 
 # Names SGLang already has keep SGLang's implementation.
 STOCK_METHODS = ("round_robin",)
@@ -56,12 +56,17 @@ def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
     return result
 
 
-def router_config(method: str, quantum: float | None, options_json: str | None) -> dict:
-    """The router configuration from the CLI values; raises ValueError naming the bad option."""
+def router_config(method: str, quantum: float | None, options_json: str | None,
+                  input_weight: float = 1.0, output_weight: float = 2.0) -> dict:
+    """The router configuration from the CLI values; raises ValueError naming the bad option.
+
+    A router that charges tokens (D²LPM) takes the policy's weights
+    (``--fair-input-weight``/``--fair-output-weight``), as the workers do.
+    """
     options = json_object(options_json, "--fair-router-options") if options_json else {}
     if quantum is not None:
         options["quantum"] = quantum
-    return {"method": method, "options": options}
+    return {"method": method, "options": with_policy_weights(method, options, input_weight, output_weight)}
 
 
 def load_config(method: str) -> dict:
@@ -85,7 +90,8 @@ def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
         return None
     try:
         config = router_config(method, getattr(args, "fair_router_quantum", None),
-                               getattr(args, "fair_router_options", None))
+                               getattr(args, "fair_router_options", None),
+                               getattr(args, "fair_input_weight", 1.0), getattr(args, "fair_output_weight", 2.0))
         dp_size = max(1, int(getattr(args, "dp_size", 1) or 1))
         make_router(method, dp_size, **config["options"])
         if not getattr(args, "kv_events_config", None):

@@ -1,6 +1,6 @@
 """The completion side channel, scheduler side: each worker tells the router what finished.
 
-Hooks (registered by ``dp_controller.register_hooks``, active only in a
+Hooks (listed in ``binding/hooks.py``, active only in a
 scheduler whose environment names the router's address in
 ``SGLANG_FAIR_ROUTER_FEEDBACK``):
 

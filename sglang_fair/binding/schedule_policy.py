@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 import time
 
+from sglang.srt.managers import schedule_policy as _stock_module
 from sglang.srt.managers.schedule_policy import SchedulePolicy as _StockSchedulePolicy
 from sglang.srt.managers.utils import is_health_check_generate_req
 
 from sglang_fair.binding import config
 from sglang_fair.binding.cli import fair_policy_names
 from sglang_fair.binding.identity import decode_identity
-from sglang_fair.core.clients import normalize_client_id
+from sglang_fair.binding.version import installed_sglang
 from sglang_fair.core.fair_scheduler import FairScheduler
 from sglang_fair.core.policies import POLICIES
 from sglang_fair.core.requests import RequestState, TrackedRequest
@@ -48,6 +49,12 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         # offers room first, and whether it may preempt for them (it started full).
         self.isolating: set[str] = set()
         self.preempting = False
+        # The admission gate (binding/admission_gate.py): the queue of the pass in
+        # progress, and the candidate the walk offered last.
+        self.admission_queue = None
+        self.offered = None
+        if self.gated and not getattr(_stock_module, "SGLANG_FAIR_BUILTIN", False):
+            _check_binding()
         self._next_idle_sweep = 0.0
         logger.info(
             "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s, isolation=%s",
@@ -69,7 +76,7 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             input_len = len(req.origin_input_ids)
             tracked = self.fair.enqueue(
                 req.rid,
-                normalize_client_id(who.client),
+                who.charged_client,
                 input_len,
                 payload=req,
                 app=who.app,
@@ -87,7 +94,7 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             return None  # retracted/preempted (admitted once already) or SGLang's own health check
         who = decode_identity(req.routing_key)
         return self.fair.check_arrival(
-            normalize_client_id(who.client), min(max(kv_usage, 0.0), 1.0), who.app, who.interaction
+            who.charged_client, min(max(kv_usage, 0.0), 1.0), who.app, who.interaction
         )
 
     def on_queued(self, req) -> None:
@@ -143,7 +150,29 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         """Candidates for this pass, as SGLang ``Req`` objects, from the core policy's walk
         (the starved clients' first, in an isolation pass)."""
         for candidate in self.fair.walk(_TrackedView(waiting_queue, self.track), self.isolating):
-            yield candidate.payload
+            self.offered = candidate.payload
+            yield self.offered
+        self.offered = None
+
+
+def fair_policy(scheduler) -> FairSchedulePolicy | None:
+    """The scheduler's policy when it is ours (sglang-fair built in or hooked), else None."""
+    policy = getattr(scheduler, "policy", None)
+    return policy if isinstance(policy, FairSchedulePolicy) else None
+
+
+def _check_binding() -> None:
+    """A gated policy relies on every scheduler hook and on the admission loop's shape:
+    refuse to start when SGLang could not apply one, or the loop changed."""
+    from sglang_fair.binding import admission_gate
+    from sglang_fair.binding.hooks import hook_table, unapplied
+
+    missing = unapplied([hook for hook in hook_table() if hook.side == "scheduler" and ".Scheduler." in hook.target])
+    if missing:
+        raise admission_gate.AdmissionBypassed(
+            f"sglang-fair: SGLang {installed_sglang()} did not apply the hooks on {', '.join(missing)} "
+            "(its log names the error); a fair policy cannot run without them")
+    admission_gate.check_admission_loop()
 
 
 class _TrackedView:

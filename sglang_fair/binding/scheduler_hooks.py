@@ -1,7 +1,8 @@
-"""Hooks on SGLang's ``Scheduler`` that feed the FairScheduler and gate admission.
+"""Hooks on SGLang's ``Scheduler`` that feed the FairScheduler.
 
 Each function below wraps one ``sglang.srt.managers.scheduler.Scheduler``
-method (registered in ``plugin.register``):
+method (the hook table is ``binding/hooks.py``); the admission gate is
+``binding/admission_gate.py``:
 
 * ``note_queued``            AFTER  ``Scheduler._add_request_to_queue``: a new,
   retracted or preempted request entered the waiting queue (VTC's counter lift
@@ -11,13 +12,8 @@ method (registered in ``plugin.register``):
   it, after the cache match (cached prefix tokens are free under DLPM), and
   during an isolation pass answers ``PrefillAdder.preempt_to_schedule`` (and a
   refusal for lack of KV tokens) with the core's victims.
-* ``gate_prefill_admission`` AROUND ``Scheduler._get_new_batch_prefill_raw``: the
-  stock admission loop (``for req in self.waiting_queue``) walks the core
-  policy's candidates instead of the raw queue, so DLPM skips clients out of
-  deficit and VTC serves the smallest counter first; everything else in the
-  loop (budgets, chunking, LoRA, prefetch) stays SGLang's. With
-  ``--fair-isolation`` every pass offers room to starved clients first, and a
-  pass that starts full preempts for them (``binding/isolation.py``).
+  Building it arms the admission gate (``binding/admission_gate.py``), which
+  checks that each request it is asked to admit is the policy's candidate.
 * ``charge_outputs``         AFTER  ``Scheduler.process_batch_result``: every
   generated token is charged once (decode, the first token from prefill,
   mixed chunks, speculative steps), and finished or aborted requests stop
@@ -38,23 +34,15 @@ method (registered in ``plugin.register``):
 from __future__ import annotations
 
 import math
-import sys
 from http import HTTPStatus
 
-from sglang_fair.binding import isolation
+from sglang_fair.binding import admission_gate, isolation
 from sglang_fair.binding.metrics import ClientMetrics
-from sglang_fair.binding.schedule_policy import FairSchedulePolicy
-
-_ADMISSION_FUNCTION = "_get_new_batch_prefill_raw"
-
-
-def _fair(scheduler) -> FairSchedulePolicy | None:
-    policy = getattr(scheduler, "policy", None)
-    return policy if isinstance(policy, FairSchedulePolicy) else None
+from sglang_fair.binding.schedule_policy import FairSchedulePolicy, fair_policy
 
 
 def note_queued(result, scheduler, req, *args, **kwargs):
-    fair = _fair(scheduler)
+    fair = fair_policy(scheduler)
     queue = scheduler.waiting_queue
     # _add_request_to_queue may abort instead of queueing; only a request that
     # is now last in the queue was queued.
@@ -63,56 +51,8 @@ def note_queued(result, scheduler, req, *args, **kwargs):
     return result
 
 
-class _AdmissionQueue(list):
-    """The waiting queue, whose next iteration from the admission loop walks the policy.
-
-    Any other iteration (SGLang's own prefix matching, the rebuild of the queue
-    after admission, aborts) sees the plain list. The admission loop is the
-    first iteration from ``_get_new_batch_prefill_raw`` after arming.
-    """
-
-    __slots__ = ("armed_by",)
-
-    def __iter__(self):
-        fair = getattr(self, "armed_by", None)
-        if fair is not None and sys._getframe(1).f_code.co_name == _ADMISSION_FUNCTION:
-            self.armed_by = None
-            return fair.admission_order(self)
-        return list.__iter__(self)
-
-
-def gate_prefill_admission(original, scheduler, *args, **kwargs):
-    fair = _fair(scheduler)
-    if fair is None:
-        return original(scheduler, *args, **kwargs)
-    fair.reconcile_queue(scheduler.waiting_queue)
-    if not fair.gated:
-        return original(scheduler, *args, **kwargs)
-    queue = scheduler.waiting_queue
-    if not isinstance(queue, _AdmissionQueue):
-        queue = scheduler.waiting_queue = _AdmissionQueue(queue)
-    running_batch = _running_batch(args, kwargs)
-    fair.isolating = isolation.starved_clients(fair, running_batch)
-    fair.preempting = bool(fair.isolating) and isolation.batch_full(scheduler, running_batch)
-    preemption = scheduler.enable_priority_preemption
-    if fair.preempting:
-        scheduler.enable_priority_preemption = True  # SGLang reopens the full batch and asks the adder to preempt
-    queue.armed_by = fair
-    try:
-        return original(scheduler, *args, **kwargs)
-    finally:
-        queue.armed_by = None
-        fair.isolating, fair.preempting = set(), False
-        scheduler.enable_priority_preemption = preemption
-
-
-def _running_batch(args: tuple, kwargs: dict):
-    """``running_batch`` of ``_get_new_batch_prefill_raw(self, prefill_delayer_single_pass, running_batch)``."""
-    return kwargs["running_batch"] if "running_batch" in kwargs else args[1] if len(args) > 1 else None
-
-
 def fair_prefill_adder(adder_cls, scheduler, *args, **kwargs):
-    fair = _fair(scheduler)
+    fair = fair_policy(scheduler)
     if fair is None:
         return adder_cls
     cached = getattr(scheduler, "_fair_adder_classes", None)
@@ -130,7 +70,12 @@ def _make_adder_class(base: type, fair: FairSchedulePolicy) -> type:
     def admitted(adder, req) -> bool:
         return bool(adder.can_run_list) and adder.can_run_list[-1] is req
 
+    def __init__(self, *args, **kwargs):
+        base.__init__(self, *args, **kwargs)
+        admission_gate.fair_adder_built(fair)
+
     def add_one_req(self, req, *args, **kwargs):
+        admission_gate.check_offered(fair, req)
         result = base.add_one_req(self, req, *args, **kwargs)
         # Isolation: short of KV tokens, free them one victim at a time; the
         # prefix is matched again since releasing may evict cached nodes.
@@ -147,11 +92,12 @@ def _make_adder_class(base: type, fair: FairSchedulePolicy) -> type:
             return base.preempt_to_schedule(self, req)
         return isolation.preempt_one(self, fair, req)
 
-    return type(f"Fair{base.__name__}", (base,), {"add_one_req": add_one_req, "preempt_to_schedule": preempt_to_schedule})
+    methods = {"__init__": __init__, "add_one_req": add_one_req, "preempt_to_schedule": preempt_to_schedule}
+    return type(f"Fair{base.__name__}", (base,), methods)
 
 
 def charge_outputs(result, scheduler, batch, *args, **kwargs):
-    fair = _fair(scheduler)
+    fair = fair_policy(scheduler)
     if fair is not None and batch is not None:
         for req in batch.reqs:
             fair.on_progress(req)
@@ -160,7 +106,7 @@ def charge_outputs(result, scheduler, batch, *args, **kwargs):
 
 
 def refresh_when_idle(scheduler, *args, **kwargs) -> None:
-    fair = _fair(scheduler)
+    fair = fair_policy(scheduler)
     if fair is not None:
         _housekeeping(scheduler, fair)
 
@@ -189,7 +135,7 @@ def _client_metrics(scheduler) -> ClientMetrics | None:
 def throttle_arrivals(original, scheduler, req, *args, **kwargs):
     if original(scheduler, req, *args, **kwargs):
         return True  # SGLang refused it already (queue full)
-    fair = _fair(scheduler)
+    fair = fair_policy(scheduler)
     decision = fair.throttle(req, _kv_usage(scheduler)) if fair is not None else None
     if decision is None:
         return False
@@ -244,7 +190,7 @@ def install_throttle_handler(server_args, *args, **kwargs):
 
 
 def note_aborts(result, scheduler, *args, **kwargs):
-    fair = _fair(scheduler)
+    fair = fair_policy(scheduler)
     if fair is not None:
         fair.reconcile_queue(scheduler.waiting_queue)
     return result

@@ -46,6 +46,31 @@ def make_router(name: str, num_workers: int, **options: object) -> Router:
     return cls(num_workers, **options)
 
 
+_POLICY_WEIGHTS = (("input_weight", "--fair-input-weight"), ("output_weight", "--fair-output-weight"))
+
+
+def with_policy_weights(name: str, options: dict, input_weight: float, output_weight: float) -> dict:
+    """``options`` plus the policy's cost weights for a router that charges with them (D²LPM).
+
+    The router and the workers then price a token alike; a router option that
+    contradicts the policy's weight is an error naming both.
+    """
+    cls = ROUTERS.get(name)
+    if cls is None:
+        return dict(options)
+    accepted = inspect.signature(cls.__init__).parameters
+    merged = dict(options)
+    for (key, flag), value in zip(_POLICY_WEIGHTS, (input_weight, output_weight)):
+        if key not in accepted:
+            continue
+        given = merged.get(key, value)
+        if not isinstance(given, (int, float)) or isinstance(given, bool) or float(given) != float(value):
+            raise ValueError(f"router option {key}={given!r} contradicts {flag} {value}: the router charges "
+                             f"with the workers' weights, so set {flag} alone")
+        merged[key] = float(value)
+    return merged
+
+
 __all__ = [
     "ROUTERS",
     "CacheAwareRouter",
@@ -58,4 +83,5 @@ __all__ = [
     "Router",
     "ShortestQueueRouter",
     "make_router",
+    "with_policy_weights",
 ]

@@ -69,11 +69,12 @@ class SimCluster:
         )
         wc.check()
         self.worker_config = wc
-        if router_factory is None:
-            from sglang_fair.router import make_router
+        from sglang_fair.router import make_router, with_policy_weights
 
-            router_factory = make_router
-        self.router = router_factory(config.router, config.num_workers, **config.router_options)
+        # A router that charges tokens prices them as the workers' policy does.
+        router_options = with_policy_weights(config.router, config.router_options, options.input_weight,
+                                             options.output_weight)
+        self.router = (router_factory or make_router)(config.router, config.num_workers, **router_options)
         self.router.clock = lambda: self.now  # idle clients are forgotten in virtual time
         self._feed_cached = _overrides(self.router, "on_cached")
         self._late = self.router.holds_requests

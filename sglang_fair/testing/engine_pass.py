@@ -70,16 +70,22 @@ def admission_pass(policy, tree, alloc, queue: list, rem_input_tokens: int, rem_
     from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder
 
     from sglang_fair.binding.schedule_policy import FairSchedulePolicy
-    from sglang_fair.binding.scheduler_hooks import _AdmissionQueue, _make_adder_class
+    from sglang_fair.binding.admission_gate import _AdmissionQueue
+    from sglang_fair.binding.scheduler_hooks import _make_adder_class
 
     fair = isinstance(policy, FairSchedulePolicy)
     adder_cls = _make_adder_class(PrefillAdder, policy) if fair else PrefillAdder
     queue = _AdmissionQueue(queue) if fair else queue
     policy.calc_priority(queue)
-    adder = adder_cls(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, rem_input_tokens, rem_chunk_tokens)
-    candidates = policy.admission_order(queue) if fair and policy.gated else list.__iter__(queue)
-    for req in candidates:
-        req.init_next_round_input(tree)
-        if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
-            break
+    if fair and policy.gated:
+        policy.admission_queue = queue  # as the gate does: building the adder arms the queue
+    try:
+        adder = adder_cls(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, rem_input_tokens, rem_chunk_tokens)
+        for req in queue:
+            req.init_next_round_input(tree)
+            if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
+                break
+    finally:
+        if fair:
+            policy.admission_queue = None
     return list(adder.can_run_list)

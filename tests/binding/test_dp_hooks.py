@@ -86,6 +86,21 @@ def test_dispatch_sends_to_the_routed_worker_and_completions_free_it(binding) ->
     assert binding.router.queue_sizes == [0, 0]
 
 
+def test_two_interactions_of_one_client_share_one_d2lpm_deficit(binding) -> None:
+    from sglang_fair.binding.identity import encode_identity
+    from sglang_fair.binding.router_feedback import _report
+
+    keys = [encode_identity("alice", {"x-app-id": "agent", "x-interaction-id": f"run-{i}"}) for i in range(2)]
+    for i, key in enumerate(keys):
+        binding.dispatch(_req(f"r{i}", list(range(100 * i, 100 * i + 40)), client=key))
+    # One set of per-worker deficits, alice's, paid for both interactions.
+    assert set(binding.router.deficits) == {"alice"}
+    # The schedulers' reports name the same client for either interaction.
+    finished = [_report(types.SimpleNamespace(rid=f"r{i}", routing_key=key, output_ids=[1, 2]))
+                for i, key in enumerate(keys)]
+    assert [client for _, client, _ in finished] == ["alice", "alice"]
+
+
 def test_dead_worker_fails_exactly_its_requests(binding) -> None:
     for i in range(4):
         binding.dispatch(_req(f"r{i}", [i] * 10, client=f"c{i}"))

@@ -41,9 +41,25 @@ def test_prepare_validates_exports_and_turns_on_kv_events(monkeypatch) -> None:
     args = _namespace(fair_router_quantum=4096.0, fair_router_options='{"index_capacity_tokens": 1000}')
     router_cli.prepare_router_args(None, args)
     config = json.loads(os.environ[router_cli.CONFIG_ENV])
-    assert config == {"method": "d2lpm", "options": {"index_capacity_tokens": 1000, "quantum": 4096.0}, "kv_port": 33095}
+    assert config == {"method": "d2lpm", "kv_port": 33095, "options": {
+        "index_capacity_tokens": 1000, "quantum": 4096.0, "input_weight": 1.0, "output_weight": 2.0}}
     kv = json.loads(args.kv_events_config)
     assert kv["endpoint"] == "tcp://127.0.0.1:33095" and kv["bind"] is False
+
+
+def test_the_router_charges_with_the_workers_weights(monkeypatch) -> None:
+    monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
+    for method in ("d2lpm", "d2lpm_global"):
+        router_cli.prepare_router_args(None, _namespace(load_balance_method=method, fair_output_weight=4.0,
+                                                        fair_input_weight=0.5))
+        options = json.loads(os.environ[router_cli.CONFIG_ENV])["options"]
+        assert (options["input_weight"], options["output_weight"]) == (0.5, 4.0)
+    # Routers that charge nothing take no weights.
+    router_cli.prepare_router_args(None, _namespace(load_balance_method="preble", fair_output_weight=4.0))
+    assert "output_weight" not in json.loads(os.environ[router_cli.CONFIG_ENV])["options"]
+    with pytest.raises(SystemExit, match="output_weight=3.0 contradicts --fair-output-weight 4.0"):
+        router_cli.prepare_router_args(None, _namespace(fair_output_weight=4.0,
+                                                        fair_router_options='{"output_weight": 3.0}'))
 
 
 def test_prepare_follows_user_kv_events(monkeypatch) -> None:
@@ -126,6 +142,7 @@ def test_server_info_names_the_router_and_its_options(monkeypatch) -> None:
     router_cli.prepare_router_args(None, _namespace(load_balance_method="d2lpm_global",
                                                     fair_router_options='{"local_queue_requests": 2}'))
     info = router_cli.describe_router({}, _namespace(load_balance_method="d2lpm_global"))
-    assert info["fair_router"] == {"method": "d2lpm_global", "options": {"local_queue_requests": 2}}
+    assert info["fair_router"] == {"method": "d2lpm_global", "options": {
+        "local_queue_requests": 2, "input_weight": 1.0, "output_weight": 2.0}}
     assert "fair_router" not in router_cli.describe_router({}, _namespace(load_balance_method="round_robin"))
     assert "fair_router" not in router_cli.describe_router({}, _namespace(dp_size=1))

@@ -44,27 +44,43 @@ def test_series_applies_and_compiles(patched_tree):
         subprocess.run([sys.executable, "-m", "py_compile", str(path)], check=True)
 
 
+_PROBE = """
+import inspect, json, pkgutil, sglang
+from sglang.srt.plugins.hook_registry import HookRegistry
+from sglang_fair.binding import plugin
+from sglang_fair.binding.hooks import hook_table, hooks_to_register
+plugin.register()
+registered = sorted(f"{t}:{h.__module__}.{h.__name__}" for t, hs in HookRegistry._hooks.items() for _, h, _ in hs)
+expected = sorted(f"{h.target}:{h.function.__module__}.{h.function.__name__}" for h in hooks_to_register(True))
+carried = {h.patched_in: "sglang-fair" in inspect.getsource(pkgutil.resolve_name(h.patched_in))
+           or "sglang_fair" in inspect.getsource(pkgutil.resolve_name(h.patched_in)) for h in hook_table() if h.patched_in}
+print(json.dumps({"location": sglang.__file__, "registered": registered, "expected": expected, "carried": carried}))
+"""
+
+
+def _probe(tree: Path | None) -> dict:
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
 @pytest.mark.engine
-def test_plugin_hooks_only_the_router_on_a_patched_sglang(patched_tree):
-    probe = (
-        "from sglang_fair.binding import plugin\n"
-        "from sglang.srt.plugins.hook_registry import HookRegistry\n"
-        "import sglang\n"
-        "plugin.register()\n"
-        "print(sglang.__file__, ' '.join(f'{t}:{h.__module__}' for t, hs in HookRegistry._hooks.items() for _, h, _ in hs))\n"
-    )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(patched_tree), os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
-    location, *hooked = out.split()
-    assert location.startswith(str(patched_tree))
-    # What the patches carry is not hooked again; the router, which they do not carry, is
-    # (its scheduler-side reports included: they wrap some of the same functions).
-    carried = [h for h in hooked if not h.endswith(":sglang_fair.binding.router_feedback")]
-    assert not [h for h in carried if h.split(":")[0].endswith((
-        ".SchedulePolicy", "._get_new_batch_prefill_raw", "._add_request_to_queue", ".process_batch_result",
-        ".serve_generate_request", ".extract_routing_key"))], hooked
-    targets = {h.split(":")[0] for h in hooked}
+def test_the_series_carries_every_hook_the_table_says_it_does(patched_tree):
+    patched, stock = _probe(patched_tree), _probe(None)
+    assert patched["location"].startswith(str(patched_tree))
+    assert patched["carried"] and all(patched["carried"].values()), patched["carried"]
+    assert not any(stock["carried"].values()), stock["carried"]  # the marks come from the patches
+
+
+@pytest.mark.engine
+def test_a_patched_sglang_is_hooked_only_where_no_patch_carries_the_call(patched_tree):
+    probe = _probe(patched_tree)
+    assert probe["registered"] == probe["expected"]
+    targets = {entry.split(":")[0] for entry in probe["registered"]}
     assert "sglang.srt.managers.data_parallel_controller.DataParallelController.__init__" in targets
+    assert "sglang.srt.managers.scheduler.Scheduler._get_new_batch_prefill_raw" not in targets
 
 
 @pytest.mark.server

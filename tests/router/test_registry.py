@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from sglang_fair.router import ROUTERS, Router, make_router
+from sglang_fair.router import ROUTERS, Router, make_router, with_policy_weights
 
 
 def test_all_methods_registered() -> None:
@@ -21,6 +21,16 @@ def test_unknown_router_and_option() -> None:
         make_router("round_robin", 2, quantum=5)
     with pytest.raises(ValueError, match="at least one worker"):
         make_router("d2lpm", 0)
+
+
+def test_routers_that_charge_tokens_take_the_policy_weights() -> None:
+    assert with_policy_weights("d2lpm", {"quantum": 5}, 1.0, 4.0) == {"quantum": 5, "input_weight": 1.0,
+                                                                      "output_weight": 4.0}
+    assert with_policy_weights("d2lpm_global", {"output_weight": 4}, 1.0, 4.0)["output_weight"] == 4.0
+    assert with_policy_weights("round_robin", {}, 1.0, 4.0) == {}
+    for given in (3.0, "4", True):
+        with pytest.raises(ValueError, match="contradicts --fair-output-weight"):
+            with_policy_weights("d2lpm", {"output_weight": given}, 1.0, 4.0)
 
 
 @pytest.mark.parametrize("name", sorted(ROUTERS))

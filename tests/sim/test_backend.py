@@ -284,3 +284,12 @@ def test_calls_carry_application_identity_to_the_scheduler(monkeypatch):
         assert kw["app"] == "tot" and kw["interaction"] == "c0/p0" and kw["stage"] == by_rid[rid].call_index
         assert len(kw["prompt"]) == by_rid[rid].prompt_tokens
     assert set(arrivals) == {("client0", "tot", "c0/p0")}
+
+
+def test_the_simulated_router_charges_with_the_policy_weights():
+    from sglang_fair.core import FairOptions
+    from sglang_fair.sim.cluster import SimCluster, SimConfig
+
+    for router in ("d2lpm", "d2lpm_global"):
+        cluster = SimCluster(SimConfig(num_workers=2, router=router), FairOptions(input_weight=0.5, output_weight=4.0))
+        assert (cluster.router.input_weight, cluster.router.output_weight) == (0.5, 4.0)

@@ -1,0 +1,131 @@
+"""Every hook sglang-fair installs into SGLang: one table, the single source.
+
+Each entry names the SGLang target, our function, the hook kind, and the
+SGLang function whose source carries the same call when SGLang is built with
+``patches/`` applied (None: only the plugin installs it). The plugin
+registers every entry on a stock SGLang, and on a patched one only the
+entries no patch carries. ``tests/binding/test_hooks.py`` holds the table
+against the patch series and the docs; ``unapplied`` lets a scheduler refuse
+to start when SGLang could not apply a hook it relies on (HookRegistry logs
+such a failure and goes on).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sglang.srt.plugins import hook_registry
+from sglang.srt.plugins.hook_registry import HookType
+
+_REGISTRY_FILE = hook_registry.__file__
+_SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
+_TOKENIZER = "sglang.srt.managers.tokenizer_manager.TokenizerManager"
+_OPENAI_BASE = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase"
+_SERVER_ARGS = "sglang.srt.server_args.ServerArgs"
+_DPC = "sglang.srt.managers.data_parallel_controller"
+_RAY_ENGINE = "sglang.srt.ray.engine.RayEngine"
+# Every output a scheduler sends for a request goes through here (batch results,
+# and requests rejected before running); aborts of queued requests do not.
+_STREAMER = "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer.stream_output"
+
+
+@dataclass(frozen=True)
+class Hook:
+    target: str  # the SGLang function or class, as HookRegistry resolves it
+    function: Callable
+    kind: HookType
+    side: str  # "scheduler" (fair policies), "router" (--dp) or "ray" (--use-ray)
+    patched_in: str | None = None  # the SGLang function patches/ changes to carry it
+
+    @property
+    def name(self) -> str:
+        return f"{self.function.__module__.rsplit('.', 1)[-1]}.{self.function.__name__}"
+
+
+def hook_table() -> list[Hook]:
+    """All hooks; the Ray backend's only where Ray is installed (SGLang's --use-ray needs it)."""
+    from sglang_fair.binding import (admission_gate, cli, dp_controller, identity, router_cli, router_feedback,
+                                     scheduler_hooks, validation)
+    from sglang_fair.binding.schedule_policy import FairSchedulePolicy
+
+    after, before, around, replace = HookType.AFTER, HookType.BEFORE, HookType.AROUND, HookType.REPLACE
+    s = "scheduler"
+    table = [
+        Hook(f"{_SERVER_ARGS}.add_cli_args", cli.extend_cli, after, s, f"{_SERVER_ARGS}.add_cli_args"),
+        Hook(f"{_SERVER_ARGS}.from_cli_args", cli.capture_options, after, s, f"{_SERVER_ARGS}.from_cli_args"),
+        Hook("sglang.srt.managers.schedule_policy.SchedulePolicy", FairSchedulePolicy, replace, s,
+             f"{_SCHEDULER}.init_schedule_policy"),
+        Hook(f"{_SCHEDULER}._add_request_to_queue", scheduler_hooks.note_queued, after, s,
+             f"{_SCHEDULER}._add_request_to_queue"),
+        Hook(f"{_SCHEDULER}.get_prefill_adder_class", scheduler_hooks.fair_prefill_adder, after, s,
+             f"{_SCHEDULER}.get_prefill_adder_class"),
+        Hook(f"{_SCHEDULER}._get_new_batch_prefill_raw", admission_gate.gate_prefill_admission, around, s,
+             f"{_SCHEDULER}._get_new_batch_prefill_raw"),
+        Hook("sglang.srt.lora.lora_drainer.LoRADrainer.update_draining_state",
+             admission_gate.plain_queue_for_lora_drainer, around, s),
+        Hook(f"{_SCHEDULER}.process_batch_result", scheduler_hooks.charge_outputs, after, s,
+             f"{_SCHEDULER}.process_batch_result"),
+        Hook(f"{_SCHEDULER}.abort_request", scheduler_hooks.note_aborts, after, s, f"{_SCHEDULER}.abort_request"),
+        Hook(f"{_SCHEDULER}.on_idle", scheduler_hooks.refresh_when_idle, before, s),
+        Hook(f"{_SCHEDULER}._abort_on_queued_limit", scheduler_hooks.throttle_arrivals, around, s),
+        Hook(f"{_TOKENIZER}._handle_abort_finish_reason", scheduler_hooks.retry_after_header, around, s),
+        Hook("sglang.srt.entrypoints.http_server.launch_server", scheduler_hooks.install_throttle_handler, before, s),
+        Hook(f"{_TOKENIZER}._create_tokenized_object", validation.refuse_out_of_vocab_ids, before, s),
+        Hook("sglang.srt.entrypoints.http_server.serve_generate_request", identity.client_from_generate_headers,
+             before, s, "sglang.srt.entrypoints.http_server.serve_generate_request"),
+        Hook(f"{_OPENAI_BASE}.handle_request", identity.remember_openai_user, before, s,
+             f"{_OPENAI_BASE}.handle_request"),
+        Hook(f"{_OPENAI_BASE}.extract_routing_key", identity.openai_client_key, around, s,
+             f"{_OPENAI_BASE}.extract_routing_key"),
+        # The data-parallel router (binding/dp_controller.py): no patch carries it.
+        Hook(f"{_SERVER_ARGS}.add_cli_args", router_cli.extend_cli, after, "router"),
+        Hook(f"{_SERVER_ARGS}.from_cli_args", router_cli.prepare_router_args, before, "router"),
+        Hook(f"{_DPC}.LoadBalanceMethod.from_str", router_cli.resolve_method, around, "router"),
+        Hook("sglang.srt.utils.common.build_server_info", router_cli.describe_router, after, "router"),
+        Hook(f"{_DPC}.DataParallelController.__init__", dp_controller.init_controller, around, "router"),
+        Hook(f"{_DPC}.DataParallelController.event_loop", dp_controller.run_event_loop, around, "router"),
+        Hook(f"{_SCHEDULER}.__init__", router_feedback.announce_worker, after, "router"),
+        Hook(_STREAMER, router_feedback.report_finished, after, "router"),
+        Hook(f"{_SCHEDULER}.send_abort_output", router_feedback.report_aborted, after, "router"),
+        # Inert unless the router holds requests (SGLANG_FAIR_ROUTER_LATE_BINDING).
+        Hook(f"{_SCHEDULER}.get_new_batch_prefill", router_feedback.report_admitted, after, "router"),
+        Hook(f"{_SCHEDULER}.process_batch_result", router_feedback.report_progress, after, "router"),
+    ]
+    if importlib.util.find_spec("ray") is not None:
+        from sglang_fair.binding import ray_backend
+
+        table += [
+            Hook(f"{_RAY_ENGINE}._launch_scheduler_processes", ray_backend.join_ray, before, "ray"),
+            Hook(f"{_RAY_ENGINE}._launch_dp_scheduler_processes", ray_backend.launch_on_unpublished_copy, around,
+                 "ray"),
+            Hook("sglang.srt.observability.cpu_monitor.start_cpu_monitor_thread",
+                 ray_backend.one_cpu_monitor_per_process, around, "ray"),
+            Hook("sglang.srt.ray.http_server.launch_server", scheduler_hooks.install_throttle_handler, before, "ray"),
+        ]
+    return table
+
+
+def hooks_to_register(patched_sglang: bool) -> list[Hook]:
+    """What the plugin registers: everything, or on a patched SGLang what no patch carries."""
+    return [hook for hook in hook_table() if not (patched_sglang and hook.patched_in)]
+
+
+def unapplied(hooks: list[Hook]) -> list[str]:
+    """Targets of ``hooks`` that SGLang has not wrapped (or replaced) in this process."""
+    missing = []
+    for hook in hooks:
+        try:
+            current = pkgutil.resolve_name(hook.target)
+        except (ImportError, AttributeError):
+            missing.append(hook.target)
+            continue
+        if hook.kind is HookType.REPLACE:
+            applied = current is hook.function
+        else:  # HookRegistry's wrapper, not merely some decorator of SGLang's own
+            applied = getattr(getattr(current, "__code__", None), "co_filename", "") == _REGISTRY_FILE
+        if not applied:
+            missing.append(hook.target)
+    return missing

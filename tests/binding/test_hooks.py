@@ -1,0 +1,62 @@
+"""The hook table is the single source: what the plugin registers, what SGLang applies, what docs list."""
+
+from __future__ import annotations
+
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.engine
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_every_hook_is_applied_in_a_process_with_the_plugin(sglang_runtime):
+    from sglang_fair.binding.hooks import hook_table, unapplied
+
+    assert unapplied(hook_table()) == []
+
+
+def test_unapplied_names_a_target_sglang_did_not_wrap(sglang_runtime):
+    from sglang.srt.plugins.hook_registry import HookType
+
+    from sglang_fair.binding.hooks import Hook, unapplied
+    from sglang_fair.binding.scheduler_hooks import note_queued
+
+    stray = Hook("sglang.srt.managers.scheduler.Scheduler.get_next_batch_to_run", note_queued, HookType.AFTER,
+                 "scheduler")
+    gone = Hook("sglang.srt.managers.scheduler.Scheduler.renamed_in_a_later_release", note_queued, HookType.AFTER,
+                "scheduler")
+    assert unapplied([stray, gone]) == [stray.target, gone.target]
+
+
+def test_a_patched_sglang_gets_exactly_the_hooks_no_patch_carries(sglang_runtime):
+    from sglang_fair.binding.hooks import hook_table, hooks_to_register
+
+    table = hook_table()
+    assert hooks_to_register(False) == table
+    registered = hooks_to_register(True)
+    assert registered == [hook for hook in table if hook.patched_in is None]
+    # Not carried by the series, so still hooked on a patched build (where they work the same).
+    assert {hook.function.__name__ for hook in registered} >= {
+        "throttle_arrivals", "retry_after_header", "install_throttle_handler", "refuse_out_of_vocab_ids",
+        "refresh_when_idle", "plain_queue_for_lora_drainer", "init_controller"}
+
+
+def test_every_patched_in_names_a_function_of_the_pinned_release(sglang_runtime):
+    from sglang_fair.binding.hooks import hook_table
+
+    for hook in hook_table():
+        if hook.patched_in:
+            assert callable(pkgutil.resolve_name(hook.patched_in)), hook
+
+
+def test_the_docs_list_every_hook_with_its_target(sglang_runtime):
+    from sglang_fair.binding.hooks import hook_table
+
+    text = "".join(path.read_text() for path in (DOCS / "architecture.md", DOCS / "router.md"))
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    for hook in hook_table():
+        target = hook.target.rsplit(".", 1)[-1]
+        assert any(f"{hook.function.__name__}`" in row and target in row for row in rows), hook
