@@ -46,7 +46,7 @@ import msgspec
 import psutil
 import zmq
 
-from sglang_fair.binding import router_cli, router_feedback
+from sglang_fair.binding import router_cli, router_feedback, router_health
 from sglang_fair.binding.identity import client_of
 from sglang_fair.router import NoLiveWorkerError, Router, make_router
 
@@ -146,6 +146,7 @@ class RouterBinding:
         refs = getattr(controller, "event_loop_refs", None)  # only SGLang's RayDataParallelController has them
         if refs:
             self.ray_loops = loops_per_rank(refs, self.router.num_workers)
+        router_health.write_status(self.router.alive)
 
     def close(self) -> None:
         for sock in [self.feedback, *self.kv_sockets]:
@@ -371,6 +372,7 @@ class RouterBinding:
         controller = self.controller
         controller.status[rank] = False
         controller._refresh_active_workers()
+        router_health.write_status(self.router.alive)  # /health answers 503 from now on
         # With every worker dead, a late-binding router also hands back what it held.
         held = {rid for rid in lost if self.held.pop(rid, None) is not None}
         logger.error("sglang-fair router: worker %d died; failing its %d requests in flight",

@@ -48,7 +48,7 @@ class Hook:
 def hook_table() -> list[Hook]:
     """All hooks; the Ray backend's only where Ray is installed (SGLang's --use-ray needs it)."""
     from sglang_fair.binding import (admission_gate, cli, dp_controller, identity, router_cli, router_feedback,
-                                     scheduler_hooks, validation)
+                                     router_health, scheduler_hooks, validation)
     from sglang_fair.binding.schedule_policy import FairSchedulePolicy
 
     after, before, around, replace = HookType.AFTER, HookType.BEFORE, HookType.AROUND, HookType.REPLACE
@@ -85,6 +85,7 @@ def hook_table() -> list[Hook]:
         Hook(f"{_SERVER_ARGS}.from_cli_args", router_cli.prepare_router_args, before, "router"),
         Hook(f"{_DPC}.LoadBalanceMethod.from_str", router_cli.resolve_method, around, "router"),
         Hook("sglang.srt.utils.common.build_server_info", router_cli.describe_router, after, "router"),
+        Hook("sglang.srt.entrypoints.http_server.launch_server", router_health.install_health_check, before, "router"),
         Hook(f"{_DPC}.DataParallelController.__init__", dp_controller.init_controller, around, "router"),
         Hook(f"{_DPC}.DataParallelController.event_loop", dp_controller.run_event_loop, around, "router"),
         Hook(f"{_SCHEDULER}.__init__", router_feedback.announce_worker, after, "router"),
@@ -104,6 +105,7 @@ def hook_table() -> list[Hook]:
             Hook("sglang.srt.observability.cpu_monitor.start_cpu_monitor_thread",
                  ray_backend.one_cpu_monitor_per_process, around, "ray"),
             Hook("sglang.srt.ray.http_server.launch_server", scheduler_hooks.install_throttle_handler, before, "ray"),
+            Hook("sglang.srt.ray.http_server.launch_server", router_health.install_health_check, before, "ray"),
         ]
     return table
 

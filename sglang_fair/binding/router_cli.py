@@ -13,8 +13,9 @@ Hooks (listed in ``binding/hooks.py``):
 * AROUND ``LoadBalanceMethod.from_str``: our names resolve to ``ROUND_ROBIN``
   so the stock controller initialises; its dispatch is then replaced.
 * AFTER ``sglang.srt.utils.common.build_server_info`` (``/server_info``): a
-  ``fair_router`` section, ``{"method", "options"}``, with the options the
-  router runs with. SGLang's ``launch_command`` joins the arguments without
+  ``fair_router`` section, ``{"method", "options", "workers"}``, with the
+  options the router runs with and which workers are alive
+  (``router_health``). SGLang's ``launch_command`` joins the arguments without
   quoting, so a JSON ``--fair-router-options`` cannot be read back from it.
 
 The router's sockets (KV events, completion reports) listen on loopback unless
@@ -30,6 +31,7 @@ import os
 import sys
 import uuid
 
+from sglang_fair.binding import router_health
 from sglang_fair.core.options import json_object
 from sglang_fair.ports import free_port_run
 from sglang_fair.router import ROUTERS, make_router, with_policy_weights
@@ -103,6 +105,7 @@ def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
     except (ValueError, TypeError, RuntimeError) as exc:
         sys.exit(f"sglang-fair: error: --load-balance-method {method}: {exc}")
     os.environ[CONFIG_ENV] = json.dumps(config)
+    router_health.export_status_path()  # the controller reports dead workers there, /health reads it
     return None
 
 
@@ -112,6 +115,9 @@ def describe_router(info: dict, server_args, *args, **kwargs) -> dict:
     method = getattr(server_args, "load_balance_method", None)
     if method in FAIR_METHODS and int(getattr(server_args, "dp_size", 1) or 1) > 1:
         info["fair_router"] = {"method": method, "options": load_config(method)["options"]}
+        workers = router_health.read_workers()
+        if workers is not None:
+            info["fair_router"]["workers"] = workers
     return info
 
 

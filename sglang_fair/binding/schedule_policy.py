@@ -119,6 +119,12 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         if req.finished():
             self.fair.finish(tracked)
 
+    def forget(self, req) -> None:
+        """``req`` leaves the fairness state without being charged further (it was failed)."""
+        tracked = self.fair.requests.get(req.rid)
+        if tracked is not None:
+            self.fair.finish(tracked)
+
     def sweep_idle_clients(self) -> list[str]:
         """Drop idle clients' state, at most once a second (memory stays bounded).
 

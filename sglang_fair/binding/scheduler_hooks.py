@@ -33,12 +33,16 @@ method (the hook table is ``binding/hooks.py``); the admission gate is
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 from http import HTTPStatus
 
 from sglang_fair.binding import admission_gate, isolation
 from sglang_fair.binding.metrics import ClientMetrics
 from sglang_fair.binding.schedule_policy import FairSchedulePolicy, fair_policy
+
+logger = logging.getLogger(__name__)
 
 
 def note_queued(result, scheduler, req, *args, **kwargs):
@@ -47,8 +51,31 @@ def note_queued(result, scheduler, req, *args, **kwargs):
     # _add_request_to_queue may abort instead of queueing; only a request that
     # is now last in the queue was queued.
     if fair is not None and queue and queue[-1] is req:
-        fair.on_queued(req)
+        try:
+            fair.on_queued(req)
+        except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the scheduler
+            queue.pop()
+            _fail_request(scheduler, fair, req, exc)
+            scheduler._release_aborted_request(req)
     return result
+
+
+def _fail_request(scheduler, fair: FairSchedulePolicy, req, exc: Exception) -> None:
+    """Our code failed on ``req``: answer it with one error (HTTP 500) and forget it, so
+    the scheduler, and every other request, goes on. Called from an ``except`` block."""
+    logger.exception("sglang-fair: scheduling request %r failed; answering it with an error", req.rid)
+    with contextlib.suppress(Exception):
+        fair.forget(req)
+    _refuse(scheduler, req, HTTPStatus.INTERNAL_SERVER_ERROR,
+            f"sglang-fair could not schedule this request ({type(exc).__name__}: {exc})")
+
+
+def _refuse(scheduler, req, status: HTTPStatus, message: str, **fields) -> None:
+    """Send ``req``'s one final answer: an abort with ``status`` (SGLang's own refusal path)."""
+    from sglang.srt.managers.scheduler import _make_abort_req
+
+    reason = {"type": "abort", "status_code": status, "message": message, **fields}
+    scheduler.send_abort_output(_make_abort_req(req, finished_reason=reason), req)
 
 
 def fair_prefill_adder(adder_cls, scheduler, *args, **kwargs):
@@ -100,7 +127,12 @@ def charge_outputs(result, scheduler, batch, *args, **kwargs):
     fair = fair_policy(scheduler)
     if fair is not None and batch is not None:
         for req in batch.reqs:
-            fair.on_progress(req)
+            try:
+                fair.on_progress(req)
+            except Exception:  # noqa: BLE001 - the request runs on uncharged rather than stop the scheduler
+                logger.exception("sglang-fair: charging request %r failed; it is no longer charged", req.rid)
+                with contextlib.suppress(Exception):
+                    fair.forget(req)
         _housekeeping(scheduler, fair)
     return result
 
@@ -136,19 +168,18 @@ def throttle_arrivals(original, scheduler, req, *args, **kwargs):
     if original(scheduler, req, *args, **kwargs):
         return True  # SGLang refused it already (queue full)
     fair = fair_policy(scheduler)
-    decision = fair.throttle(req, _kv_usage(scheduler)) if fair is not None else None
+    if fair is None:
+        return False
+    try:
+        decision = fair.throttle(req, _kv_usage(scheduler))
+    except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the scheduler
+        _fail_request(scheduler, fair, req, exc)
+        return True  # the caller releases the request
     if decision is None:
         return False
-    from sglang.srt.managers.scheduler import _make_abort_req
-
-    reason = {
-        "type": "abort",
-        "status_code": HTTPStatus.TOO_MANY_REQUESTS,
-        "message": decision.message,
-        # Whole seconds: SGLang's finish-reason dicts carry str/int values only.
-        "retry_after": max(1, math.ceil(decision.retry_after_s)),
-    }
-    scheduler.send_abort_output(_make_abort_req(req, finished_reason=reason), req)
+    # Whole seconds: SGLang's finish-reason dicts carry str/int values only.
+    _refuse(scheduler, req, HTTPStatus.TOO_MANY_REQUESTS, decision.message,
+            retry_after=max(1, math.ceil(decision.retry_after_s)))
     return True  # the caller releases the request, as for its own refusals
 
 

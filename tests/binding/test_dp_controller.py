@@ -146,6 +146,7 @@ def _wait_for_inflight(server: LocalServer, rank: int, timeout_s: float = 60.0) 
 def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: LocalServer) -> None:
     pids = _worker_pids(server)
     assert set(pids) == {0, 1}, pids
+    assert _http_get(server, "/health")[0] == 200
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         # Long enough that a quiet machine is still decoding them when the worker dies.
         futures = [pool.submit(_post, server, [(97 * c + i) % 1000 + 1 for i in range(64)], f"c{c}", 600)
@@ -170,3 +171,20 @@ def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: Lo
     for i in range(4):
         meta = generate(server, [(31 * i + j) % 1000 + 1 for j in range(32)], "after", timeout=60)["meta_info"]
         assert meta["dp_rank"] == 0
+    # Health tells: 503 naming the dead worker (the server serves on at half capacity until restarted).
+    for path in ("/health", "/health_generate"):
+        status, body = _http_get(server, path)
+        assert status == 503 and json.loads(body)["dead_workers"] == [1], (path, status, body)
+    # SGLang's own /server_info would wait forever for the dead worker's state.
+    status, body = _http_get(server, "/server_info")
+    info = json.loads(body)
+    assert status == 200 and info["fair_router"]["workers"] == {"alive": [0], "dead": [1]}, info
+    assert info["degraded"]["dead_workers"] == [1] and "--dp" in info["launch_command"]
+
+
+def _http_get(server: LocalServer, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(server.url(path), timeout=60) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
