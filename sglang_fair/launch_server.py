@@ -117,10 +117,8 @@ def _dp_size(args: list[str]) -> int:
 
 
 def _default_router(policy: str) -> str | None:
-    try:
-        from sglang_fair.router import ROUTERS
-    except ImportError:
-        return None
+    from sglang_fair.router import ROUTERS
+
     return DEFAULT_DLPM_ROUTER if policy == "dlpm" and DEFAULT_DLPM_ROUTER in ROUTERS else None
 
 

@@ -81,10 +81,8 @@ def _workload(args) -> Workload:
 
 def _launch(args):
     """A local tiny CPU server running ``--policy`` (sglang_fair.testing.server)."""
-    try:
-        from sglang_fair.testing.server import LocalServer
-    except ImportError as e:
-        raise UsageError(f"--launch needs sglang_fair.testing.server.LocalServer, which is not available: {e}") from e
+    from sglang_fair.testing.server import LocalServer
+
     extra = ["--policy", args.policy or "fcfs", *shlex.split(args.launch_args)]
     # Keep the server's log with the run: its '#queue-req' lines show whether the policy had a queue to order.
     out = Path(args.out)

@@ -2,7 +2,7 @@
 
 Two backends exist: the live HTTP client (``http://...`` / ``https://...``,
 sglang_fair/bench/http_backend.py) and the simulator (``sim``,
-sglang_fair/sim/backend.py, imported lazily so the bench works without it).
+sglang_fair/sim/backend.py, imported when chosen).
 Every call of the workload ends as exactly one RequestRecord, ok or error;
 ``partial`` says the run stopped early or some calls failed.
 """
@@ -54,12 +54,8 @@ def make_backend(
     but selects the scheduling policy of the simulator.
     """
     if spec == "sim":
-        try:
-            from sglang_fair.sim.backend import SimBackend  # optional: written separately
-        except ImportError as e:
-            raise BackendError(
-                f"backend 'sim' is not available: cannot import sglang_fair.sim.backend.SimBackend ({e})"
-            ) from e
+        from sglang_fair.sim.backend import SimBackend  # lazily: the simulator imports this module
+
         return SimBackend(policy=policy or "fcfs", seed=seed, **(sim_options or {}))
     if spec.startswith(("http://", "https://")):
         from sglang_fair.bench.http_backend import HttpBackend

@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from sglang_fair.binding import config
+from sglang_fair.binding.metrics import max_metrics_clients
 from sglang_fair.core.options import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_QUANTUM, FairOptions, OptionError, parse_client_weights
 from sglang_fair.core.policies import POLICIES, check_policy_config, make_policy
 
@@ -97,7 +98,8 @@ def capture_options(server_args, cls, args: argparse.Namespace, *rest, **kwargs)
         check_policy_config(options)  # every section of --fair-policy-config fails here, not in a worker
         if options.isolation:
             _check_isolation_supported(server_args.schedule_policy)
-    except OptionError as exc:
+        max_metrics_clients()  # SGLANG_FAIR_METRICS_MAX_CLIENTS fails here, not in a worker
+    except (OptionError, ValueError) as exc:
         sys.exit(f"sglang-fair: error: {exc}")
     config.export(options)
     return server_args

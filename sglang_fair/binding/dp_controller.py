@@ -139,7 +139,7 @@ class RouterBinding:
         self.controller = controller
         controller.dispatching = self.dispatch
         self.to_tokenizer = get_zmq_socket(self.context, zmq.PUSH, port_args.tokenizer_ipc_name, False)
-        if get_observability().enable_metrics:
+        if get_observability().enable_metrics and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             from sglang_fair.binding.router_metrics import RouterMetrics
 
             self.metrics = RouterMetrics()

@@ -55,7 +55,13 @@ class RequestIdentity:
 
 
 def encode_identity(client: str | None, headers) -> str | None:
-    """The routing key carrying ``client`` and the application headers, if any."""
+    """The routing key carrying ``client`` and the application headers, if any.
+
+    A ``client`` that already carries fields (a body ``routing_key`` such as
+    ``alice;app=agent;st=2``) must carry well-formed ones: 400 otherwise.
+    """
+    if client and ";" in client and (problem := routing_key_problem(client)):
+        _bad_request(f"routing key {client[:80]!r}: {problem}")
     parts = []
     for header, key in APP_HEADERS.items():
         value = headers.get(header) if headers is not None else None
@@ -86,6 +92,18 @@ def decode_identity(routing_key: str | None) -> RequestIdentity:
         stage=parse_count(stage),
         system_tokens=parse_count(values.get("sys")) or 0,
     )
+
+
+def routing_key_problem(routing_key: str) -> str | None:
+    """What is malformed in the fields of ``client;key=value;...``, or None."""
+    known = sorted(APP_HEADERS.values())
+    for field in routing_key.split(";")[1:]:
+        key, sep, value = field.partition("=")
+        if not sep or key not in known or not value:
+            return f"field {field[:40]!r} is not one of {', '.join(f'{k}=...' for k in known)}"
+        if key in _INTEGER_FIELDS and parse_count(value) is None:
+            return f"{_INTEGER_FIELDS[key]} must be an integer >= 0, got {value[:40]!r}"
+    return None
 
 
 def client_of(routing_key: str | None) -> str:

@@ -10,7 +10,7 @@ Refreshed at most once a second from ``Router.snapshot()``; labelled
 * ``sglang_fair:router_cached_tokens``: tokens the global prefix index
   believes the worker caches (routers with an index);
 * ``sglang_fair:router_client_deficit``: D²LPM's deficit q_{i,w} of each
-  client on each worker (series of forgotten idle clients are removed);
+  client on each worker;
 * ``sglang_fair:router_unrouted_requests``: requests placed on a random live
   worker, untracked, because the router raised.
 
@@ -19,13 +19,20 @@ Routers that hold requests (``d2lpm_global``) add:
 * ``sglang_fair:router_held_requests``: requests waiting in the router for a
   worker with room;
 * ``sglang_fair:router_client_global_deficit``: the one cluster-wide deficit
-  counter of each client (labelled ``client``; forgotten clients are removed).
+  counter of each client (labelled ``client``).
+
+The per-client series are written whole on each refresh to a multiprocess
+file of their own (``metrics.SeriesFile``), so a client the router forgot
+(idle) leaves ``/metrics`` and memory; at most ``SGLANG_FAIR_METRICS_MAX_CLIENTS``
+clients are exported, the most negative deficits (the most served) first.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
+from sglang_fair.binding.metrics import SeriesFile, max_metrics_clients
 from sglang_fair.router.base import RouterSnapshot
 
 _PER_WORKER = {
@@ -35,8 +42,13 @@ _PER_WORKER = {
 }
 
 
+_DEFICIT_HELP = "D2LPM deficit of a client on a worker"
+_GLOBAL_DEFICIT_HELP = "Cluster-wide deficit of a client (late-binding router)"
+
+
 class RouterMetrics:
-    def __init__(self, every_s: float = 1.0, registry=None) -> None:
+    def __init__(self, every_s: float = 1.0, registry=None, directory: str | None = None,
+                 max_clients: int | None = None) -> None:
         import prometheus_client  # after SGLang set PROMETHEUS_MULTIPROC_DIR
 
         registry = registry or prometheus_client.REGISTRY
@@ -46,15 +58,12 @@ class RouterMetrics:
                                            multiprocess_mode="mostrecent")
 
         self.per_worker = {name: gauge(name, doc, ["dp_rank"]) for name, doc in _PER_WORKER.items()}
-        self.deficit = gauge("router_client_deficit", "D2LPM deficit of a client on a worker", ["client", "dp_rank"])
         self.unrouted = gauge("router_unrouted_requests", "Requests placed untracked after a router error", [])
         self.held = gauge("router_held_requests", "Requests waiting in the router for a worker with room", [])
-        self.global_deficit = gauge("router_client_global_deficit",
-                                    "Cluster-wide deficit of a client (late-binding router)", ["client"])
+        self.clients = SeriesFile(directory, "sglangfair-router")
+        self.max_clients = max_clients if max_clients is not None else max_metrics_clients()
         self.every_s = every_s
         self._next_update = 0.0
-        self._clients: set[str] = set()
-        self._global_clients: set[str] = set()
 
     def maybe_update(self, router, unrouted: int) -> None:
         now = time.monotonic()
@@ -69,27 +78,20 @@ class RouterMetrics:
         for name, per_rank in values.items():
             for rank, value in enumerate(per_rank):
                 self.per_worker[name].labels(str(rank)).set(value)
-        for client in self._clients - state.deficits.keys():
-            for rank in range(len(state.inflight)):
-                try:
-                    self.deficit.remove(client, str(rank))
-                except KeyError:
-                    pass
-        for client, per_rank in state.deficits.items():
-            for rank, value in enumerate(per_rank):
-                self.deficit.labels(client, str(rank)).set(value)
-        self._clients = set(state.deficits)
         self.unrouted.set(unrouted)
         if late_binding:
-            self._update_late_binding(state)
+            self.held.set(state.held_requests)
+        self.clients.write(self._client_samples(state, late_binding))
 
-    def _update_late_binding(self, state: RouterSnapshot) -> None:
-        self.held.set(state.held_requests)
-        for client in self._global_clients - state.client_deficits.keys():
-            try:
-                self.global_deficit.remove(client)
-            except KeyError:
-                pass
-        for client, value in state.client_deficits.items():
-            self.global_deficit.labels(client).set(value)
-        self._global_clients = set(state.client_deficits)
+    def _client_samples(self, state: RouterSnapshot, late_binding: bool) -> Iterator[tuple]:
+        def most_served(deficits: dict, lowest) -> list[str]:
+            return sorted(deficits, key=lambda c: (lowest(deficits[c]), c))[:self.max_clients]
+
+        for client in most_served(state.deficits, min):
+            for rank, value in enumerate(state.deficits[client]):
+                labels = {"client": client, "dp_rank": str(rank)}
+                yield "sglang_fair:router_client_deficit", labels, _DEFICIT_HELP, value
+        if late_binding:
+            for client in most_served(state.client_deficits, float):
+                yield ("sglang_fair:router_client_global_deficit", {"client": client}, _GLOBAL_DEFICIT_HELP,
+                       state.client_deficits[client])

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 from http import HTTPStatus
 
 from sglang_fair.binding import admission_gate, isolation
@@ -144,11 +145,11 @@ def refresh_when_idle(scheduler, *args, **kwargs) -> None:
 
 
 def _housekeeping(scheduler, fair: FairSchedulePolicy) -> None:
-    """Drop idle clients and refresh the gauges (each at most once a second)."""
-    gone = fair.sweep_idle_clients()
+    """Drop idle clients and refresh the gauges (each at most once a second; a dropped
+    client's series leave with the next refresh)."""
+    fair.sweep_idle_clients()
     metrics = _client_metrics(scheduler)
     if metrics is not None:
-        metrics.forget(gone)
         metrics.maybe_update(fair)
 
 
@@ -158,7 +159,8 @@ def _client_metrics(scheduler) -> ClientMetrics | None:
         from sglang.srt.runtime_context import get_observability, get_parallel
 
         metrics = None
-        if get_observability().enable_metrics:
+        # Ray actors get no Prometheus directory shared with the HTTP server: nothing to export to.
+        if get_observability().enable_metrics and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             metrics = ClientMetrics(get_parallel().dp_rank)
         scheduler._fair_metrics = metrics
     return metrics

@@ -45,3 +45,13 @@ def test_every_interaction_of_a_client_is_charged_to_the_client():
     b = encode_identity("alice", {"x-app-id": "chat", "x-interaction-id": "run-2", "x-interaction-stage": "3"})
     assert a != b and client_of(a) == client_of(b) == client_of("alice") == "alice"
     assert client_of(None) == client_of("") == client_of(";app=x")
+
+
+def test_a_routing_key_with_fields_must_carry_well_formed_ones():
+    from sglang_fair.binding.identity import routing_key_problem
+
+    assert routing_key_problem("alice;app=agent;ia=run-1;st=2;sys=40") is None
+    assert "X-Interaction-Stage" in routing_key_problem("mallory;st=²")
+    assert "X-System-Tokens" in routing_key_problem("m;sys=-5")
+    for bad in ("a;;", "a;colour=red", "a;app=", "a;st"):
+        assert "is not one of" in routing_key_problem(bad), bad

@@ -1,0 +1,82 @@
+"""Per-client series are read back as SGLang's /metrics reads them: prometheus_client's
+multiprocess collector over the directory, here a temporary one."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+prometheus_client = pytest.importorskip("prometheus_client")
+from prometheus_client import multiprocess  # noqa: E402
+
+from sglang_fair.binding.metrics import OVERFLOW_CLIENT, ClientMetrics, cap_clients, client_values  # noqa: E402
+from sglang_fair.core import FairOptions  # noqa: E402
+from sglang_fair.core.fair_scheduler import FairScheduler  # noqa: E402
+
+
+def _scrape(directory) -> dict[tuple[str, str], float]:
+    registry = prometheus_client.CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=str(directory))
+    return {(sample.name, sample.labels.get("client")): sample.value
+            for metric in registry.collect() for sample in metric.samples if sample.name.startswith("sglang_fair:")}
+
+
+def _scheduler_with(clients: list[str], now: list[float] | None = None) -> FairScheduler:
+    now = now if now is not None else [0.0]
+    fair = FairScheduler(FairOptions(policy="dlpm", quantum=100, idle_timeout_s=10), clock=lambda: now[0])
+    for i, client in enumerate(clients):
+        fair.enqueue(f"r{i}", client, 10 + i)
+    return fair
+
+
+def test_series_follow_the_clients_the_scheduler_knows(tmp_path) -> None:
+    metrics = ClientMetrics(0, directory=str(tmp_path))
+    now = [0.0]
+    fair = _scheduler_with(["alice", "bob"], now)
+    metrics.write(client_values(fair))
+    scraped = _scrape(tmp_path)
+    assert scraped[("sglang_fair:client_queued_requests", "alice")] == 1
+    assert ("sglang_fair:client_counter", "bob") in scraped
+    for tracked in list(fair.requests.values()):
+        if tracked.client == "bob":
+            fair.finish(tracked)
+    now[0] = 60.0
+    assert fair.collect_idle() == ["bob"]  # idle past the timeout; alice still has a request queued
+    metrics.write(client_values(fair))
+    scraped = _scrape(tmp_path)
+    assert not [key for key in scraped if key[1] == "bob"]  # really gone, not only hidden
+    assert scraped[("sglang_fair:client_queued_requests", "alice")] == 1
+    assert sorted(os.listdir(tmp_path)) == ["gauge_mostrecent_sglangfair-dp0.db"]  # no temporary file left
+
+
+def test_the_file_does_not_grow_with_clients_that_came_and_went(tmp_path) -> None:
+    metrics = ClientMetrics(0, directory=str(tmp_path), max_clients=100_000)
+    metrics.write({f"c{i}": {"client_service": float(i)} for i in range(20_000)})
+    big = os.path.getsize(metrics.path)
+    metrics.write({"alice": {"client_service": 1.0}})
+    assert os.path.getsize(metrics.path) < big / 10
+    assert len(_scrape(tmp_path)) == 1
+
+
+def test_clients_beyond_the_cap_are_summed_under_one_label(tmp_path) -> None:
+    values = {f"c{i}": {"client_service": float(i), "client_queued_requests": 0.0, "client_counter": 5.0}
+              for i in range(10)}
+    values["waiting"] = {"client_service": 0.0, "client_queued_requests": 2.0}
+    capped = cap_clients(values, max_clients=3)
+    # Clients with requests in the scheduler first, then the most served.
+    assert list(capped) == ["waiting", "c9", "c8", OVERFLOW_CLIENT]
+    assert capped[OVERFLOW_CLIENT] == {"client_service": float(sum(range(8))), "client_queued_requests": 0.0}
+    metrics = ClientMetrics(1, directory=str(tmp_path), max_clients=3)
+    metrics.write(values)
+    assert _scrape(tmp_path)[("sglang_fair:client_service", OVERFLOW_CLIENT)] == 28.0
+
+
+def test_a_bad_cap_is_refused(monkeypatch, tmp_path) -> None:
+    from sglang_fair.binding.metrics import MAX_CLIENTS_ENV, max_metrics_clients
+
+    monkeypatch.setenv(MAX_CLIENTS_ENV, "zero")
+    with pytest.raises(ValueError, match=MAX_CLIENTS_ENV):
+        max_metrics_clients()
+    monkeypatch.setenv(MAX_CLIENTS_ENV, "25")
+    assert ClientMetrics(0, directory=str(tmp_path)).max_clients == 25

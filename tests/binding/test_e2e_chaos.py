@@ -1,0 +1,131 @@
+"""A bounded chaos run on the real CPU server under --dp 2 (the default d2lpm_global router).
+
+At once: a flooding client, a light client asking one request at a time,
+hostile requests, clients that hang up on their streams, and worker 1 killed
+while it has requests in flight. Every request that is not abandoned gets
+exactly one answer (a full generation, a 4xx refusal, or the explicit 503 of
+the dead worker); nothing hangs; the survivor keeps serving; its memory stays
+bounded; health reports the dead worker.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from sglang_fair.testing.server import LocalServer
+from tests.binding.hostile import hostile_requests
+
+pytestmark = pytest.mark.server
+
+FLOOD, LIGHT, HANG_UPS, HOSTILE = 24, 8, 6, 30
+
+
+def _post(server: LocalServer, body: bytes, headers: dict | None = None, timeout: float = 240) -> tuple[int, dict]:
+    request = urllib.request.Request(server.url("/generate"), data=body,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        raw = err.read()
+        try:
+            return err.code, json.loads(raw or b"{}")
+        except ValueError:
+            return err.code, {"raw": raw.decode(errors="replace")}
+
+
+def _generation(client: str, ids: list[int], max_new: int) -> tuple[bytes, dict]:
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}}
+    return json.dumps(body).encode(), {"X-Client-Id": client}
+
+
+def _hang_up(server: LocalServer, i: int) -> None:
+    """Start a long stream, read its first chunk, disconnect (or get the dead worker's error)."""
+    body = json.dumps({"input_ids": [(7 * i + j) % 900 + 1 for j in range(30)], "stream": True,
+                       "sampling_params": {"max_new_tokens": 1000, "ignore_eos": True}}).encode()
+    request = urllib.request.Request(server.url("/generate"), data=body,
+                                     headers={"Content-Type": "application/json", "X-Client-Id": "quitter"})
+    try:
+        with urllib.request.urlopen(request, timeout=240) as reply:
+            reply.readline()
+    except urllib.error.HTTPError as err:
+        assert err.code == 503 and b"died" in err.read(), err.code
+
+
+def _worker_pids(server: LocalServer) -> dict[int, int]:
+    found = re.findall(r"sglang-fair router: worker (\d+) is process (\d+)", server.log_tail(100_000))
+    return {int(rank): int(pid) for rank, pid in found}
+
+
+def _inflight(server: LocalServer, rank: int) -> float:
+    with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
+        found = re.search(rf'^sglang_fair:router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$',
+                          reply.read().decode(), re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def _one_answer(status: int, body: dict) -> bool:
+    """A full generation, a refusal of the input, or the dead worker's explicit error."""
+    finish = (body.get("meta_info") or {}).get("finish_reason") or {}
+    if status == 200:
+        return finish.get("type") != "abort" or "died" in json.dumps(finish)
+    return 400 <= status < 500 or (status == 503 and "died" in json.dumps(body))
+
+
+def test_chaos_every_request_is_answered_once_and_the_survivor_serves():
+    args = ["--policy", "dlpm", "--dp", "2", "--enable-metrics", "--max-running-requests", "8"]
+    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True) as server:
+        pids = _worker_pids(server)
+        assert set(pids) == {0, 1}, pids
+        survivor = psutil.Process(pids[0])
+        for i in range(4):  # warm both workers up before taking the survivor's memory
+            assert _post(server, *_generation("warm-up", [i + 1, 2, 3], 4))[0] == 200
+        rss_start = survivor.memory_info().rss
+        shared = [(11 * j) % 900 + 1 for j in range(48)]
+        jobs = [_generation("flooder", shared + [i % 900 + 1, 901], 120) for i in range(FLOOD)]
+        jobs += hostile_requests(seed=2026, count=HOSTILE)
+        with concurrent.futures.ThreadPoolExecutor(48) as pool:
+            answers = [pool.submit(_post, server, body, headers) for body, headers in jobs]
+            quitters = [pool.submit(_hang_up, server, i) for i in range(HANG_UPS)]
+
+            def light_client() -> list[tuple[int, dict, float]]:
+                out = []
+                for i in range(LIGHT):
+                    started = time.monotonic()
+                    status, body = _post(server, *_generation("light", [950 - i, 3, 4, 5], 8))
+                    out.append((status, body, time.monotonic() - started))
+                return out
+
+            light = pool.submit(light_client)
+            deadline = time.monotonic() + 120
+            while _inflight(server, 1) == 0 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            psutil.Process(pids[1]).kill()
+            results = [future.result(timeout=300) for future in answers]
+            light_results = light.result(timeout=300)
+            for future in quitters:
+                future.result(timeout=300)  # each got its first chunk before hanging up
+
+        wrong = [(status, body) for status, body in results if not _one_answer(status, body)]
+        assert not wrong, wrong[:5]
+        assert all(_one_answer(status, body) for status, body, _ in light_results)
+        served = [r for r in results[:FLOOD] if r[0] == 200 and r[1]["meta_info"]["finish_reason"]["type"] != "abort"]
+        assert served and all(r[1]["meta_info"]["completion_tokens"] == 120 for r in served)
+        assert any(400 <= status < 500 for status, _ in results[FLOOD:])  # hostile ones refused at the edge
+
+        # The survivor serves, health tells, memory is bounded.
+        status, body = _post(server, *_generation("after", [5, 6, 7, 8], 4))
+        assert status == 200 and body["meta_info"]["dp_rank"] == 0
+        with pytest.raises(urllib.error.HTTPError) as health:
+            urllib.request.urlopen(server.url("/health"), timeout=60)
+        assert health.value.code == 503 and json.loads(health.value.read())["dead_workers"] == [1]
+        assert server.poll() is None and survivor.is_running()
+        assert survivor.memory_info().rss < 1.25 * rss_start
