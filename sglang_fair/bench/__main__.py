@@ -87,6 +87,9 @@ def _launch(args):
     # Keep the server's log with the run: its '#queue-req' lines show whether the policy had a queue to order.
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    # A server takes a minute or two to start on CPU: say so rather than sit silent.
+    print(f"starting a tiny CPU server ({' '.join(extra)}); this takes 1-2 minutes, log: {out / 'server.log'}",
+          file=sys.stderr, flush=True)
     return LocalServer(module="sglang_fair.launch_server", extra_args=extra, log_path=out / "server.log")
 
 
@@ -129,10 +132,19 @@ def cmd_run(args) -> int:
           f"service/s={_fmt(o['throughput']['service_per_s'])}", file=sys.stderr)
     for e in result.errors:
         print(f"error: {e}", file=sys.stderr)
-    if result.partial:
+    # A policy's refusal (HTTP 429) is an answer, and the calls after a refused one are never
+    # sent: a run whose only failures are those is complete (throttling is what it measures).
+    throttled = sum(r.throttled for r in result.records)
+    failed = [r for r in result.records if not r.ok and not r.throttled
+              and not (r.error or "").startswith("parent failed")]
+    if result.partial and (result.errors or failed):
         print(f"run is PARTIAL: {o['requests_failed']} of {o['requests']} requests failed "
               f"(see {out / 'records.jsonl'})", file=sys.stderr)
         return EXIT_PARTIAL
+    if throttled:
+        unsent = o["requests_failed"] - throttled
+        print(f"{throttled} requests refused by the server's policy (HTTP 429), {unsent} calls after them "
+              "not sent; the run is complete", file=sys.stderr)
     return EXIT_OK
 
 

@@ -46,7 +46,8 @@ def write_run(out_dir: Path, result: RunResult, run_info: dict, well_behaved: di
         w.writeheader()
         w.writerows(rows)
     if records and plots:
-        title = f"{run_info.get('scenario_name', '')} [{run_info.get('policy') or '?'}]"
+        simulated = " (simulated)" if run_info.get("backend") == "sim" else ""
+        title = f"{run_info.get('scenario_name', '')} [{run_info.get('policy') or '?'}]{simulated}"
         plot_run(records, rows, {c: v["well_behaved"] for c, v in summary["clients"].items()}, title, out_dir)
     return summary
 

@@ -47,21 +47,38 @@ def plot_run(records: list[RequestRecord], rows: list[dict], well_behaved: dict[
     return paths
 
 
+def _slowest_well_behaved_wait(summary: dict) -> float | None:
+    """The longest single-request latency any well-behaved client saw: the wait a tenant feels."""
+    waits = [c["request_latency_s"]["max"] for c in summary["clients"].values()
+             if c.get("well_behaved", True) and c["request_latency_s"]["max"] is not None]
+    return max(waits) if waits else None
+
+
+# (title, y label, which way is better, value)
 COMPARE_METRICS = (
-    ("throughput (service/s)", lambda s: s["overall"]["throughput"]["service_per_s"]),
-    ("Jain's index (all active)", lambda s: s["overall"]["jain_index"]),
-    ("well-behaved P50 latency (s)", lambda s: s["overall"]["well_behaved_program_latency_s"]["p50"]),
-    ("well-behaved P99 latency (s)", lambda s: s["overall"]["well_behaved_program_latency_s"]["p99"]),
+    ("throughput", "service/s (weighted tokens)", "higher", lambda s: s["overall"]["throughput"]["service_per_s"]),
+    ("Jain's index (all active)", "index (1 = equal shares)", "higher", lambda s: s["overall"]["jain_index"]),
+    ("well-behaved P50 latency", "program latency (s)", "lower",
+     lambda s: s["overall"]["well_behaved_program_latency_s"]["p50"]),
+    ("well-behaved P99 latency", "program latency (s)", "lower",
+     lambda s: s["overall"]["well_behaved_program_latency_s"]["p99"]),
+    ("slowest well-behaved request", "its latency (s)", "lower", _slowest_well_behaved_wait),
 )
 
 
 def plot_compare(labels: list[str], summaries: list[dict], path: Path) -> Path:
-    fig, axes = plt.subplots(1, len(COMPARE_METRICS), figsize=(4 * len(COMPARE_METRICS), 4))
-    for ax, (name, get) in zip(axes, COMPARE_METRICS):
+    fig, axes = plt.subplots(1, len(COMPARE_METRICS), figsize=(3.6 * len(COMPARE_METRICS), 4.2))
+    for ax, (name, ylabel, better, get) in zip(axes, COMPARE_METRICS):
         values = [get(s) for s in summaries]
         ax.bar(range(len(labels)), [v if v is not None else 0.0 for v in values])
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
-        ax.set_title(name, fontsize=10)
+        ax.set_title(f"{name}\n({better} is better)", fontsize=10)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.3)
+    simulated = [label for label, s in zip(labels, summaries) if s["run"].get("backend") == "sim"]
+    if simulated:
+        kind = "simulated runs" if len(simulated) == len(labels) else f"simulated: {', '.join(simulated)}"
+        fig.suptitle(f"{kind} (cost model of a GPU, not measured)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

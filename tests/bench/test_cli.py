@@ -111,3 +111,12 @@ def test_launched_server_that_died_marks_the_run_partial(tmp_path, capsys, monke
     s = json.loads((out / "summary.json").read_text())
     assert any("launched server exited with code 1" in e for e in s["run"]["errors"])
     assert s["run"]["backend"] == "launch"
+
+
+def test_a_run_whose_only_failures_are_policy_refusals_is_complete(tmp_path, capsys):
+    config = "{policy_config: {fairserve: {user_limit: 1, window_s: 600, overload_kv_usage: 0.0}}}"
+    code = main(["run", "--workload", "tot", "--scenario", "s2", "--num-programs", "2", "--policy", "fairserve",
+                 "--backend", "sim", "--sim-opt", f"fair={config}", "--out", str(tmp_path / "r"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "refused by the server's policy (HTTP 429)" in err and "PARTIAL" not in err
