@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglang_fair.binding import config
+from sglang_fair.binding import client_keys, config
 from sglang_fair.binding.metrics import max_metrics_clients
 from sglang_fair.core.options import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_QUANTUM, FairOptions, OptionError, parse_client_weights
 from sglang_fair.core.policies import POLICIES, check_policy_config, make_policy
@@ -49,6 +49,9 @@ def add_fair_arguments(parser: argparse.ArgumentParser) -> None:
                             "requests of clients holding more slots (see docs/fairness.md). Off by default.")
     group.add_argument("--fair-max-preemptions", type=int, default=1,
                        help="With --fair-isolation: times one request may be preempted (default %(default)s).")
+    group.add_argument("--fair-client-keys", type=str, default=None,
+                       help="YAML file mapping client ids to API keys: every request must then carry one "
+                            "(Authorization: Bearer KEY) and is charged to its client (docs/configuration.md).")
 
 
 def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
@@ -99,6 +102,11 @@ def capture_options(server_args, cls, args: argparse.Namespace, *rest, **kwargs)
         if options.isolation:
             _check_isolation_supported(server_args.schedule_policy)
         max_metrics_clients()  # SGLANG_FAIR_METRICS_MAX_CLIENTS fails here, not in a worker
+        if args.fair_client_keys:
+            if getattr(server_args, "api_key", None):
+                raise OptionError("--fair-client-keys gives each client its own key; it cannot be combined "
+                                  "with --api-key (one key for everybody)")
+            client_keys.export(args.fair_client_keys)
     except (OptionError, ValueError) as exc:
         sys.exit(f"sglang-fair: error: {exc}")
     config.export(options)

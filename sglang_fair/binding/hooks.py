@@ -47,8 +47,8 @@ class Hook:
 
 def hook_table() -> list[Hook]:
     """All hooks; the Ray backend's only where Ray is installed (SGLang's --use-ray needs it)."""
-    from sglang_fair.binding import (admission_gate, cli, dp_controller, identity, router_cli, router_feedback,
-                                     router_health, scheduler_hooks, validation)
+    from sglang_fair.binding import (admission_gate, cli, client_keys, dp_controller, identity, router_cli,
+                                     router_feedback, router_health, scheduler_hooks, validation)
     from sglang_fair.binding.schedule_policy import FairSchedulePolicy
 
     after, before, around, replace = HookType.AFTER, HookType.BEFORE, HookType.AROUND, HookType.REPLACE
@@ -80,6 +80,7 @@ def hook_table() -> list[Hook]:
              f"{_OPENAI_BASE}.handle_request"),
         Hook(f"{_OPENAI_BASE}.extract_routing_key", identity.openai_client_key, around, s,
              f"{_OPENAI_BASE}.extract_routing_key"),
+        Hook("sglang.srt.entrypoints.http_server._wait_and_warmup", client_keys.keyless_while_warming_up, around, s),
         # The data-parallel router (binding/dp_controller.py): no patch carries it.
         Hook(f"{_SERVER_ARGS}.add_cli_args", router_cli.extend_cli, after, "router"),
         Hook(f"{_SERVER_ARGS}.from_cli_args", router_cli.prepare_router_args, before, "router"),

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sglang_fair.binding import client_keys
 from sglang_fair.core.clients import normalize_client_id
 
 CLIENT_HEADER = "x-client-id"
@@ -127,6 +128,10 @@ def _bad_request(message: str):
 
 def client_from_generate_headers(obj, request=None, *args, **kwargs):
     headers = request.headers if request is not None else None
+    if headers is not None and client_keys.configured():
+        # The key decides; a claimed X-Client-Id or routing_key is ignored.
+        obj.routing_key = encode_identity(client_keys.authenticated_client(headers), headers)
+        return None
     header = headers.get(CLIENT_HEADER) if headers is not None else None
     obj.routing_key = encode_identity(header or obj.routing_key, headers)
     return None
@@ -142,6 +147,8 @@ def remember_openai_user(serving, request, raw_request=None, *args, **kwargs):
 def openai_client_key(original, serving, raw_request, *args, **kwargs):
     if raw_request is None:
         return original(serving, raw_request, *args, **kwargs)
+    if client_keys.configured():
+        return encode_identity(client_keys.authenticated_client(raw_request.headers), raw_request.headers)
     client = (
         getattr(raw_request.state, "sglang_fair_client", None)
         or raw_request.headers.get(CLIENT_HEADER)

@@ -1,0 +1,55 @@
+"""--fair-client-keys on the real server: a request is charged to its key's client, whatever it claims."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from sglang_fair.testing.server import LocalServer
+
+pytestmark = pytest.mark.server
+
+ALICE, BOB = "sk-alice-3f9c1e2a7b", "sk-bob-8d41aa0c2e"
+
+
+def _post(server, path: str, body: dict, headers: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(server.url(path), data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def test_the_key_decides_who_is_charged(tmp_path):
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(f"alice: {ALICE}\nbob: {BOB}\n")
+    args = ["--policy", "dlpm", "--enable-metrics", "--fair-client-keys", str(keys)]
+    # The server starting at all shows SGLang's own keyless warmup got through.
+    with LocalServer(module="sglang_fair.launch_server", extra_args=args) as server:
+        generate = {"input_ids": list(range(1, 30)), "sampling_params": {"max_new_tokens": 2}}
+        assert _post(server, "/generate", generate, {})[0] == 401
+        assert _post(server, "/generate", generate, {"Authorization": "Bearer sk-forged-00000000000"})[0] == 401
+        # Bob claims to be alice: charged to bob.
+        claims_alice = {"Authorization": f"Bearer {BOB}", "X-Client-Id": "alice"}
+        assert _post(server, "/generate", generate, claims_alice)[0] == 200
+        chat = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "user": "bob"}
+        assert _post(server, "/v1/chat/completions", chat, {"Authorization": f"Bearer {ALICE}"})[0] == 200
+        assert _post(server, "/v1/chat/completions", chat, {})[0] == 401
+        outputs = {}
+        for _ in range(20):  # gauges refresh once a second
+            with urllib.request.urlopen(server.url("/metrics"), timeout=30) as reply:
+                text = reply.read().decode()
+            pattern = r'^sglang_fair:client_output_tokens\{client="([^"]+)"[^}]*\} (\S+)$'
+            outputs = dict(re.findall(pattern, text, re.M))
+            if all(float(outputs.get(client, 0)) >= 2.0 for client in ("alice", "bob")):
+                break
+            time.sleep(0.5)
+        # Each was charged exactly its own generation: 2 output tokens, not the other's.
+        assert float(outputs["bob"]) == 2.0 and float(outputs["alice"]) == 2.0, outputs
