@@ -46,7 +46,7 @@ import msgspec
 import psutil
 import zmq
 
-from sglang_fair.binding import router_cli, router_feedback, router_health
+from sglang_fair.binding import router_cli, router_feedback, router_health, worker_reports
 from sglang_fair.binding.identity import client_of
 from sglang_fair.router import NoLiveWorkerError, Router, make_router
 
@@ -96,7 +96,6 @@ class RouterBinding:
         self.feedback = feedback
         self.kv_sockets = kv
         self.tracker = KVEventTracker(router, router.num_workers)
-        self.decoder = msgspec.msgpack.Decoder()
         self.controller = None
         self.to_tokenizer: zmq.Socket | None = None
         self.reply_route: dict[str, object] = {}  # rid -> http_worker_ipc, to send errors back
@@ -279,35 +278,33 @@ class RouterBinding:
             self.handle_feedback(raw)
 
     def handle_feedback(self, raw: bytes) -> None:
-        """``("hello", rank, pid)`` from a starting scheduler, ``("done", rank, [(rid, client, out)])``,
-        ``("beat", rank, 0)`` from one busy with long requests; for late binding also
-        ``("admitted", rank, [(rid, cached)])`` and ``("progress", rank, [(rid, out)])``."""
+        """One ``worker_reports`` message: a starting scheduler's ``Hello``, ``Done`` requests,
+        a busy worker's ``Beat``; for late binding also ``Admitted`` and ``Progress``."""
         try:
-            kind, rank, payload = self.decoder.decode(raw)
-            rank = int(rank)
-            parsed = _parse_report(kind, payload)
-        except (msgspec.DecodeError, TypeError, ValueError):
+            report = worker_reports.decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
             logger.warning("sglang-fair router: malformed worker report ignored")
             return
-        if not 0 <= rank < self.router.num_workers:
+        rank = report.rank
+        if rank >= self.router.num_workers:
             logger.warning("sglang-fair router: report from unknown worker %s ignored", rank)
             return
         self.last_report[rank] = time.monotonic()
         router = self.router
-        if kind == "hello":
-            if parsed not in self.worker_pids.setdefault(rank, set()):
-                self.worker_pids[rank].add(parsed)
-                logger.info("sglang-fair router: worker %d is process %d", rank, parsed)
+        if isinstance(report, worker_reports.Hello):
+            if report.pid not in self.worker_pids.setdefault(rank, set()):
+                self.worker_pids[rank].add(report.pid)
+                logger.info("sglang-fair router: worker %d is process %d", rank, report.pid)
             return
-        if kind == "done":
-            for rid, out in parsed:
+        if isinstance(report, worker_reports.Done):
+            for rid, _client, out in report.finished:
                 self.reply_route.pop(rid, None)
                 router.on_finish(rid, rank, out)
-        elif kind == "admitted":
-            for rid, cached in parsed:
+        elif isinstance(report, worker_reports.Admitted):
+            for rid, cached in report.admitted:
                 router.on_admitted(rid, rank, cached)
-        elif kind == "progress":
-            for rid, out in parsed:
+        elif isinstance(report, worker_reports.Progress):
+            for rid, out in report.progress:
                 router.on_progress(rid, rank, out)
         self.send_released()  # a finish or an admission may have made room for a held request
 
@@ -383,19 +380,6 @@ class RouterBinding:
         if held:
             logger.error("sglang-fair router: no live worker left; failed %d held requests", len(held))
         self.send_released()  # the survivors may take requests meant for the dead worker
-
-
-def _parse_report(kind: str, payload) -> object:
-    """A worker report's payload, checked: a pid for ``hello``, else a list of (rid, count)."""
-    if kind == "hello":
-        return int(payload)
-    if kind == "done":
-        return [(str(rid), int(out)) for rid, _client, out in payload]
-    if kind in ("admitted", "progress"):
-        return [(str(rid), int(count)) for rid, count in payload]
-    if kind == "beat":
-        return []
-    raise ValueError(kind)
 
 
 def loops_per_rank(refs: list, num_ranks: int) -> list[list]:

@@ -4,11 +4,13 @@ Hooks (listed in ``binding/hooks.py``, active only in a
 scheduler whose environment names the router's address in
 ``SGLANG_FAIR_ROUTER_FEEDBACK``):
 
-* AFTER ``Scheduler.__init__``: ``("hello", rank, pid)``, so the controller can
+The messages are ``binding/worker_reports.py``'s structs.
+
+* AFTER ``Scheduler.__init__``: ``Hello(rank, pid)``, so the controller can
   watch the process.
 * AFTER ``SchedulerOutputStreamer.stream_output`` and
-  ``Scheduler.send_abort_output``: ``("done", rank, [(rid, client, output
-  tokens)])`` for finished, rejected or aborted requests; ``("beat", rank, 0)``
+  ``Scheduler.send_abort_output``: ``Done(rank, [(rid, client, output
+  tokens)])`` for finished, rejected or aborted requests; ``Beat(rank)``
   every few seconds from a worker busy with long requests.
 
 Only for a router that holds requests (late binding; the controller sets
@@ -16,10 +18,10 @@ Only for a router that holds requests (late binding; the controller sets
 the router knows when a worker's local queue has room again and what each
 client has received:
 
-* ``report_admitted`` AFTER ``Scheduler.get_new_batch_prefill``: ``("admitted",
+* ``report_admitted`` AFTER ``Scheduler.get_new_batch_prefill``: ``Admitted(
   rank, [(rid, cached prompt tokens)])`` for requests entering a running batch
   for the first time (a retracted request coming back is not reported again).
-* ``report_progress`` AFTER ``Scheduler.process_batch_result``: ``("progress",
+* ``report_progress`` AFTER ``Scheduler.process_batch_result``: ``Progress(
   rank, [(rid, output tokens so far)])``, one message for the batch's
   unfinished requests that produced ``PROGRESS_EVERY_TOKENS`` tokens since
   their last report (a batch decoding in step reports every few steps).
@@ -34,9 +36,9 @@ import logging
 import os
 import time
 
-import msgspec
 import zmq
 
+from sglang_fair.binding import worker_reports
 from sglang_fair.binding.identity import client_of
 
 logger = logging.getLogger(__name__)
@@ -88,26 +90,25 @@ def _feedback_sender() -> zmq.Socket | None:
     return _sender
 
 
-def _send(kind: str, payload: object) -> bool:
-    """Push one report to the controller without ever blocking; False if dropped."""
+def _send(report: type[worker_reports.Report], *fields) -> bool:
+    """Push one report (``report(rank, *fields)``) to the controller without ever blocking; False if dropped."""
     sock = _feedback_sender()
     if sock is None:
         return True
     from sglang.srt.runtime_context import get_parallel
 
     global _last_sent
-    rank = get_parallel().dp_rank or 0
     try:
-        sock.send(msgspec.msgpack.encode((kind, rank, payload)), flags=zmq.NOBLOCK)
+        sock.send(worker_reports.encoder.encode(report(get_parallel().dp_rank or 0, *fields)), flags=zmq.NOBLOCK)
     except zmq.Again:
         return False
     _last_sent = time.monotonic()
     return True
 
 
-def _send_reports(items: list[tuple], kind: str = "done") -> None:
+def _send_reports(items: list[tuple], report: type[worker_reports.Report] = worker_reports.Done) -> None:
     global _dropped
-    if items and not _send(kind, items):
+    if items and not _send(report, items):
         _dropped += len(items)
         if _dropped == len(items) or _dropped % 10_000 < len(items):
             logger.warning("sglang-fair: router feedback queue full, %d reports dropped", _dropped)
@@ -116,7 +117,7 @@ def _send_reports(items: list[tuple], kind: str = "done") -> None:
 def announce_worker(result, scheduler, *args, **kwargs):
     """AFTER ``Scheduler.__init__``: tell the router which process serves this rank."""
     if _feedback_sender() is not None:
-        _send("hello", os.getpid())
+        _send(worker_reports.Hello, os.getpid())
     return result
 
 
@@ -133,7 +134,7 @@ def report_finished(result, streamer, reqs, *args, **kwargs):
         if items:
             _send_reports(items)
         elif time.monotonic() - _last_sent > HEARTBEAT_S:
-            _send("beat", 0)  # busy with long requests: still alive
+            _send(worker_reports.Beat)  # busy with long requests: still alive
     return result
 
 
@@ -160,7 +161,7 @@ def report_admitted(plan, scheduler, *args, **kwargs):
         if not getattr(req, "_fair_router_admitted", False):
             req._fair_router_admitted = True
             items.append((req.rid, min(int(req.prefix_len), len(req.origin_input_ids))))
-    _send_reports(items, "admitted")
+    _send_reports(items, worker_reports.Admitted)
     return plan
 
 
@@ -176,5 +177,5 @@ def report_progress(result, scheduler, batch, *args, **kwargs):
         if not req.finished() and out - getattr(req, "_fair_router_progress", 0) >= PROGRESS_EVERY_TOKENS:
             req._fair_router_progress = out
             items.append((req.rid, out))
-    _send_reports(items, "progress")
+    _send_reports(items, worker_reports.Progress)
     return result
