@@ -157,7 +157,7 @@ def cmd_compare(args) -> int:
 
 def cmd_summarize(args) -> int:
     """Recompute summary.json and the plots from records.jsonl (e.g. other weights)."""
-    from sglang_fair.bench.backends import RunResult
+    from sglang_fair.runs.records import RunResult
 
     run_dir = Path(args.dir)
     old = read_summary(run_dir)

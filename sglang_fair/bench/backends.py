@@ -9,21 +9,10 @@ Every call of the workload ends as exactly one RequestRecord, ok or error;
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RunResult
 from sglang_fair.workloads.model import Workload
-
-
-@dataclass
-class RunResult:
-    records: list[RequestRecord]
-    partial: bool = False  # True when some call failed or the run was cut short
-    errors: list[str] = field(default_factory=list)  # run-level problems, human readable
-    meta: dict = field(default_factory=dict)  # backend facts worth keeping (url, api, policy, ...)
-    # The scheduling configuration the fairness bounds depend on (sglang_fair/bench/params.py).
-    params: dict = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -16,9 +16,8 @@ import csv
 import json
 from pathlib import Path
 
-from sglang_fair.bench.backends import RunResult
 from sglang_fair.bench.plots import plot_run
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RequestRecord, RunResult
 from sglang_fair.metrics.service import ServiceWeights
 from sglang_fair.metrics.summary import TIMELINE_COLUMNS, summarize, timeline
 

@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from sglang_fair.bench.records import RequestRecord  # noqa: E402
+from sglang_fair.runs.records import RequestRecord  # noqa: E402
 
 
 def _series(rows: list[dict], key: str) -> dict[str, tuple[list[float], list[float]]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RequestRecord
 from sglang_fair.metrics.service import ServiceWeights, by_client
 
 

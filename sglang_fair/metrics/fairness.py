@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RequestRecord
 from sglang_fair.metrics.backlog import MissingAuditData, max_backlogged_gap
 from sglang_fair.metrics.service import ServiceWeights, active_interval, by_client, cumulative_service, outstanding
 

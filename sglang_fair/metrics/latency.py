@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RequestRecord
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RequestRecord
 
 INPUT_MODES = ("prompt", "extend")
 

@@ -7,7 +7,7 @@ version if a meaning changes.
 
 from __future__ import annotations
 
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RequestRecord
 from sglang_fair.metrics.fairness import (
     jain_all_active,
     max_backlogged_service_diff,

@@ -17,9 +17,8 @@ from dataclasses import fields
 
 from tqdm import tqdm
 
-from sglang_fair.bench.backends import RunResult
-from sglang_fair.bench.params import sim_params
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.params import sim_params
+from sglang_fair.runs.records import RequestRecord, RunResult
 from sglang_fair.core import FairOptions
 from sglang_fair.sim.cluster import SimCluster, SimConfig
 from sglang_fair.sim.costmodel import load_profile

@@ -6,9 +6,9 @@ import random
 import pytest
 
 from sglang_fair.bench.__main__ import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION, main
-from sglang_fair.bench.backends import RunResult
 from sglang_fair.bench.output import write_run
 from sglang_fair.metrics.service import ServiceWeights
+from sglang_fair.runs.records import RunResult
 from sglang_fair.sim.backend import SimBackend
 from sglang_fair.workloads.model import Call, Program, Workload
 from tests.metrics.helpers import admitted, rec

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from sglang_fair.bench.__main__ import EXIT_BAD_INPUT, EXIT_PARTIAL, main
-from sglang_fair.bench.backends import RunResult
 from sglang_fair.bench.output import write_run
 from sglang_fair.metrics.service import ServiceWeights
+from sglang_fair.runs.records import RunResult
 from tests.bench.fake_server import free_port
 from tests.metrics.helpers import rec
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RequestRecord
 from sglang_fair.workloads.model import Call, Program, Workload
 
 _PATH = Path(__file__).resolve().parents[2] / "bench" / "sim_trends.py"

@@ -1,4 +1,4 @@
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RequestRecord
 
 
 def rec(client, t_sent, t_first, t_done, prompt=10, out=5, cached=None, program=None, call=0, wb=True, error=None):

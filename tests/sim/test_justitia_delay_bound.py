@@ -25,7 +25,7 @@ import random
 
 import pytest
 
-from sglang_fair.bench.records import RequestRecord
+from sglang_fair.runs.records import RequestRecord
 from sglang_fair.core.policies import POLICIES
 from sglang_fair.sim.backend import SimBackend
 from sglang_fair.workloads.model import Call, Program, Workload

@@ -1,7 +1,7 @@
 """Policy parameters in summary.json, and what a live server's replies give the records."""
 
 from sglang_fair.bench.http_backend import server_timing
-from sglang_fair.bench.params import PARAM_KEYS, server_params, sim_params
+from sglang_fair.runs.params import PARAM_KEYS, server_params, sim_params
 from sglang_fair.core import FairOptions
 
 

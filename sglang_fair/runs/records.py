@@ -44,3 +44,13 @@ class RequestRecord:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class RunResult:
+    records: list[RequestRecord]
+    partial: bool = False  # True when some call failed or the run was cut short
+    errors: list[str] = field(default_factory=list)  # run-level problems, human readable
+    meta: dict = field(default_factory=dict)  # backend facts worth keeping (url, api, policy, ...)
+    # The scheduling configuration the fairness bounds depend on (sglang_fair/runs/params.py).
+    params: dict = field(default_factory=dict)
