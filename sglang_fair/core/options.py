@@ -11,11 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from sglang_fair.core.clients import normalize_client_id
-
-
-class OptionError(ValueError):
-    """A fairness option has a value that cannot be used."""
-
+from sglang_fair.core.errors import OptionError
 
 # Defaults: w_in/w_e = 1 and w_out/w_q = 2 as in both papers.
 DEFAULT_QUANTUM = 2048.0

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from sglang_fair.core.options import OptionError
+from sglang_fair.core.errors import OptionError
 
 from sglang_fair.core.policies.base import Policy, ThrottleDecision
 from sglang_fair.core.policies.dlpm import DLPMPolicy

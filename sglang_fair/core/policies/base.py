@@ -13,10 +13,12 @@ import time
 from abc import ABC
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from sglang_fair.core.options import FairOptions
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
+
+if TYPE_CHECKING:  # options validate policy names, so policies must not import options at run time
+    from sglang_fair.core.options import FairOptions
 
 
 @dataclass(frozen=True)

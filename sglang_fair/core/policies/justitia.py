@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sglang_fair.core.costs import make_cost
-from sglang_fair.core.options import OptionError
+from sglang_fair.core.errors import OptionError
 from sglang_fair.core.policies.base import Policy
 from sglang_fair.core.policy_config import number, policy_section
 from sglang_fair.core.predictor import DemandPredictor, prompt_length, truncate_prompt
