@@ -40,10 +40,6 @@ class Hook:
     side: str  # "scheduler" (fair policies), "router" (--dp) or "ray" (--use-ray)
     patched_in: str | None = None  # the SGLang function patches/ changes to carry it
 
-    @property
-    def name(self) -> str:
-        return f"{self.function.__module__.rsplit('.', 1)[-1]}.{self.function.__name__}"
-
 
 def hook_table() -> list[Hook]:
     """All hooks; the Ray backend's only where Ray is installed (SGLang's --use-ray needs it)."""

@@ -86,7 +86,6 @@ class ClientMetrics:
     def __init__(self, dp_rank: int | None, directory: str | None = None, max_clients: int | None = None) -> None:
         self.dp_rank = str(dp_rank if dp_rank is not None else 0)
         self.file = SeriesFile(directory, f"sglangfair-dp{self.dp_rank}")
-        self.path = self.file.path
         self.max_clients = max_clients if max_clients is not None else max_metrics_clients()
         self._next_update = 0.0
 

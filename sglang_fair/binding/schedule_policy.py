@@ -125,16 +125,13 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         if tracked is not None:
             self.fair.finish(tracked)
 
-    def sweep_idle_clients(self) -> list[str]:
-        """Drop idle clients' state, at most once a second (memory stays bounded).
-
-        Returns the clients dropped now.
-        """
+    def sweep_idle_clients(self) -> None:
+        """Drop idle clients' state, at most once a second (memory stays bounded; their
+        metrics series leave with the next refresh, which writes only known clients)."""
         now = time.monotonic()
-        if now < self._next_idle_sweep:
-            return []
-        self._next_idle_sweep = now + 1.0
-        return self.fair.collect_idle()
+        if now >= self._next_idle_sweep:
+            self._next_idle_sweep = now + 1.0
+            self.fair.collect_idle()
 
     def reconcile_queue(self, waiting_queue: list) -> None:
         """Bring the tracked queue in line with SGLang's after paths we do not hook.

@@ -53,9 +53,9 @@ def test_series_follow_the_clients_the_scheduler_knows(tmp_path) -> None:
 def test_the_file_does_not_grow_with_clients_that_came_and_went(tmp_path) -> None:
     metrics = ClientMetrics(0, directory=str(tmp_path), max_clients=100_000)
     metrics.write({f"c{i}": {"client_service": float(i)} for i in range(20_000)})
-    big = os.path.getsize(metrics.path)
+    big = os.path.getsize(metrics.file.path)
     metrics.write({"alice": {"client_service": 1.0}})
-    assert os.path.getsize(metrics.path) < big / 10
+    assert os.path.getsize(metrics.file.path) < big / 10
     assert len(_scrape(tmp_path)) == 1
 
 
