@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import types
+import uuid
 
 import msgspec
 import pytest
@@ -181,8 +182,10 @@ def scheduler_side(monkeypatch):
 
     context = zmq.Context.instance()
     sink = context.socket(zmq.PULL)
-    sink.bind("inproc://late-binding-feedback")
-    monkeypatch.setenv(router_feedback.FEEDBACK_ENV, "inproc://late-binding-feedback")
+    # A fresh address per test: a closed socket's inproc name is released asynchronously.
+    endpoint = f"inproc://late-binding-feedback-{uuid.uuid4().hex}"
+    sink.bind(endpoint)
+    monkeypatch.setenv(router_feedback.FEEDBACK_ENV, endpoint)
     monkeypatch.setenv(router_feedback.LATE_BINDING_ENV, "1")
     monkeypatch.setattr(rc, "get_parallel", lambda: types.SimpleNamespace(tp_rank=0, pp_rank=0, pp_size=1, dp_rank=1))
     monkeypatch.setattr(router_feedback, "_sender", False)
