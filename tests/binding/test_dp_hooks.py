@@ -20,6 +20,7 @@ from sglang.srt.managers.io_struct import AbortReq, sock_recv  # noqa: E402
 
 from sglang_fair.binding import dp_controller as dpc  # noqa: E402
 from sglang_fair.router import make_router  # noqa: E402
+from tests.support.inproc import fresh_inproc  # noqa: E402
 
 
 class FakeController:
@@ -30,8 +31,9 @@ class FakeController:
         self.sinks = []
         for w in range(n):
             push, pull = context.socket(zmq.PUSH), context.socket(zmq.PULL)
-            pull.bind(f"inproc://worker{w}-{id(self)}")
-            push.connect(f"inproc://worker{w}-{id(self)}")
+            address = fresh_inproc(f"worker{w}")
+            pull.bind(address)
+            push.connect(address)
             self.workers.append(push)
             self.sinks.append(pull)
         self.status = [True] * n
@@ -53,9 +55,10 @@ def binding():
     b = dpc.RouterBinding(router, context, feedback, [])
     b.controller = FakeController(context, 2)
     tokenizer = context.socket(zmq.PULL)
-    tokenizer.bind(f"inproc://tokenizer-{id(b)}")
+    address = fresh_inproc("tokenizer")
+    tokenizer.bind(address)
     b.to_tokenizer = context.socket(zmq.PUSH)
-    b.to_tokenizer.connect(f"inproc://tokenizer-{id(b)}")
+    b.to_tokenizer.connect(address)
     b.tokenizer_sink = tokenizer
     yield b
     b.close()

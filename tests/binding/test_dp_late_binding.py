@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import types
-import uuid
 
 import msgspec
 import pytest
@@ -25,6 +24,7 @@ from sglang_fair.binding import dp_controller as dpc  # noqa: E402
 from sglang_fair.binding import router_feedback  # noqa: E402
 from sglang_fair.router import make_router  # noqa: E402
 from tests.binding.test_dp_hooks import FakeController, _req  # noqa: E402
+from tests.support.inproc import fresh_inproc  # noqa: E402
 
 
 class DispatchingController(FakeController):
@@ -46,9 +46,10 @@ def binding():
     b = dpc.RouterBinding(router, context, context.socket(zmq.PULL), [])
     b.controller = DispatchingController(context, 2)
     sink = context.socket(zmq.PULL)
-    sink.bind(f"inproc://late-tokenizer-{id(b)}")
+    address = fresh_inproc("late-tokenizer")
+    sink.bind(address)
     b.to_tokenizer = context.socket(zmq.PUSH)
-    b.to_tokenizer.connect(f"inproc://late-tokenizer-{id(b)}")
+    b.to_tokenizer.connect(address)
     b.tokenizer_sink = sink
     yield b
     b.close()
@@ -182,8 +183,7 @@ def scheduler_side(monkeypatch):
 
     context = zmq.Context.instance()
     sink = context.socket(zmq.PULL)
-    # A fresh address per test: a closed socket's inproc name is released asynchronously.
-    endpoint = f"inproc://late-binding-feedback-{uuid.uuid4().hex}"
+    endpoint = fresh_inproc("late-binding-feedback")
     sink.bind(endpoint)
     monkeypatch.setenv(router_feedback.FEEDBACK_ENV, endpoint)
     monkeypatch.setenv(router_feedback.LATE_BINDING_ENV, "1")

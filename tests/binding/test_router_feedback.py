@@ -15,6 +15,7 @@ pytest.importorskip("sglang.srt.runtime_context")
 
 from sglang_fair.binding import router_feedback  # noqa: E402
 from sglang_fair.core.clients import normalize_client_id  # noqa: E402
+from tests.support.inproc import fresh_inproc  # noqa: E402
 
 
 class FakeReq:
@@ -30,8 +31,9 @@ def test_scheduler_side_reports_each_finished_request_once(monkeypatch) -> None:
 
     context = zmq.Context.instance()
     sink = context.socket(zmq.PULL)
-    sink.bind("inproc://fair-router-feedback-test")
-    monkeypatch.setenv(router_feedback.FEEDBACK_ENV, "inproc://fair-router-feedback-test")
+    address = fresh_inproc("fair-router-feedback")
+    sink.bind(address)
+    monkeypatch.setenv(router_feedback.FEEDBACK_ENV, address)
     monkeypatch.setattr(rc, "get_parallel", lambda: types.SimpleNamespace(tp_rank=0, pp_rank=0, pp_size=1, dp_rank=1))
     monkeypatch.setattr(router_feedback, "_sender", False)
     try:
