@@ -7,8 +7,11 @@ the measured phase also pays for insertion and cap evictions. Completions are
 fed back with a lag so queues stay at a realistic depth; their cost is
 reported separately (late-binding routers also get each placement's
 admission reported at once, so their local queues drain). Prompt generation
-is not timed. Times are wall clock (p50/p99/max) and the thread's CPU time
-(p50/p99), which excludes preemption by other processes on a shared machine.
+is not timed; each prompt reaches ``route`` as SGLang 0.5.23's data-parallel
+controller receives it: an ``array("q")`` of token ids, fresh from the
+request's unpickling (TokenizedGenerateReqInput.input_ids). Times are wall
+clock (p50/p99/max) and the thread's CPU time (p50/p99), which excludes
+preemption by other processes on a shared machine.
 
 Targets, checked on D²LPM in the same run: p50 within ``--target-ratio`` x
 round-robin's p50 (wall), and p99 <= ``--target-p99-us`` (wall).
@@ -16,6 +19,11 @@ round-robin's p50 (wall), and p99 <= ``--target-p99-us`` (wall).
     PYTHONPATH=. python bench/router_speed.py            # full run (~1 min)
     PYTHONPATH=. python bench/router_speed.py --quick    # smoke run
     PYTHONPATH=. python bench/router_speed.py --memory   # index memory per 1M tokens
+
+``--baseline-index FILE`` adds a row "d2lpm@baseline": D²LPM over the
+``RadixIndex`` class of FILE (e.g. an older radix_index.py taken from git), fed
+``list(input_ids)`` inside the timed call, as the data-parallel controller
+did before indexes read SGLang's arrays directly.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from array import array
 
 from sglang_fair.router import ROUTERS, make_router
 from sglang_fair.router.radix_index import RadixIndex
@@ -45,17 +54,19 @@ class PromptSource:
             [self.rng.randrange(vocab) for _ in range(self.rng.randint(1024, 3072))] for _ in range(num_prefixes)
         ]
 
-    def next(self) -> tuple[str, list[int]]:
+    def next(self) -> tuple[str, array]:
         rng = self.rng
         group = rng.randrange(len(self.prefixes))
         prefix = self.prefixes[group]
         tail = [rng.randrange(self.vocab) for _ in range(PROMPT_LEN - len(prefix))]
-        return f"client{group % 32}", prefix + tail
+        return f"client{group % 32}", array("q", prefix + tail)
 
 
-def measure(name: str, args: argparse.Namespace) -> dict[str, float]:
+def measure(name: str, args: argparse.Namespace, baseline_index: type | None = None) -> dict[str, float]:
     options = {"index_capacity_tokens": args.capacity} if "index_capacity_tokens" in _params(name) else {}
     router = make_router(name, args.workers, **options)
+    if baseline_index is not None:
+        router.index = baseline_index(args.workers, args.capacity)
     source = PromptSource(args.seed)
     inflight: list[tuple[str, int]] = []
     cpu_ns: list[int] = []
@@ -68,7 +79,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, float]:
         seq += 1
         c0 = time.thread_time_ns()
         t0 = time.perf_counter_ns()
-        w = router.route(rid, client, tokens, 256)
+        w = router.route(rid, client, list(tokens) if baseline_index else tokens, 256)
         t1 = time.perf_counter_ns()
         cpu_ns.append(time.thread_time_ns() - c0)
         placed = ([(rid, w)] if w is not None else []) + router.take_released()
@@ -194,40 +205,34 @@ def measure_backlog(name: str, args: argparse.Namespace) -> dict[str, float]:
 
 
 def floors(args: argparse.Namespace) -> dict[str, float]:
-    """Median cost (us) of touching every token of one prompt once, the least any index pays.
+    """Median cost (us) of reading one prompt's tokens once, timed in the same run as the routers.
 
-    ``copy``: a list copy, then dropped (what storing or comparing an edge costs per token);
-    ``hash``: ``hash(tuple(prompt))``, the least a block-hash index pays;
-    ``free``: dropping a never-shared 2,048-token tail (the average one here)
-    long after it was made, what evicting it from an index costs.
-    Timed in the same run as the routers, so they read as multiples of round-robin.
+    ``pack``: ``array.tobytes``, what the index pays to read a prompt from SGLang;
+    ``list``: ``list(prompt)``, one int object per token (what any index over
+    Python ints pays first); ``hash``: ``hash`` of the packed prompt, the least
+    a block-hash index pays.
     """
     source = PromptSource(args.seed + 1)
-    out: dict[str, list[int]] = {"copy": [], "hash": [], "free": []}
-    tails = []
+    out: dict[str, list[int]] = {"pack": [], "list": [], "hash": []}
     for _ in range(200):
         prompt = source.next()[1]  # fresh, hence in cache, as when a router gets it
         t0 = time.perf_counter_ns()
-        prompt[:]
+        packed = prompt.tobytes()
         t1 = time.perf_counter_ns()
-        hash(tuple(prompt))
+        list(prompt)
         t2 = time.perf_counter_ns()
-        out["copy"].append(t1 - t0)
-        out["hash"].append(t2 - t1)
-        tails.append([source.rng.randrange(source.vocab) for _ in range(2048)])  # an average unique tail
-    for i in range(len(tails)):  # freed long after they were made, like an LRU eviction
-        t0 = time.perf_counter_ns()
-        tails[i] = None
-        out["free"].append(time.perf_counter_ns() - t0)
+        hash(packed)
+        t3 = time.perf_counter_ns()
+        out["pack"].append(t1 - t0)
+        out["list"].append(t2 - t1)
+        out["hash"].append(t3 - t2)
     return {k: statistics.median(v) / 1000 for k, v in out.items()}
 
 
 def index_memory(args: argparse.Namespace, index_cls: type = RadixIndex) -> tuple[int, float]:
     """(indexed tokens, bytes per indexed token) of an index filled with the benchmark's prompts.
 
-    Counts what the index alone keeps alive: its nodes and edges, and the tail
-    tokens' int objects that only it references (the shared prefixes belong
-    to the prompt source and are allocated before the measurement starts).
+    Counts what the index alone keeps alive: its nodes and packed edges.
     """
     source = PromptSource(args.seed)
     index = index_cls(args.workers, args.capacity)
@@ -244,6 +249,18 @@ def index_memory(args: argparse.Namespace, index_cls: type = RadixIndex) -> tupl
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     return index.total_tokens, used / index.total_tokens
+
+
+def _load_index(path: str) -> type:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("baseline_radix_index", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--baseline-index: cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through it
+    spec.loader.exec_module(module)
+    return module.RadixIndex
 
 
 def _params(name: str) -> set[str]:
@@ -267,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target-ratio", type=float, default=4.0, help="D²LPM p50 / round-robin p50 target")
     ap.add_argument("--quick", action="store_true", help="small run for CI smoke tests")
     ap.add_argument("--memory", action="store_true", help="only measure index memory (tracemalloc)")
+    ap.add_argument("--baseline-index", metavar="FILE",
+                    help="also time d2lpm over the RadixIndex of FILE, fed list(input_ids) (row d2lpm@baseline)")
     args = ap.parse_args(argv)
     if args.memory:
         tokens, per_token = index_memory(args)
@@ -285,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus"
     )
     results = {n: measure(n, args) for n in names}
+    if args.baseline_index:
+        results["d2lpm@baseline"] = measure("d2lpm", args, _load_index(args.baseline_index))
     base = results.get("round_robin")
     print(f"{'router':<16}{'p50 us':>9}{'p99 us':>9}{'cpu p50':>9}{'cpu p99':>9}{'max us':>10}{'req/s':>9}"
           f"{'finish us':>11}{'index tok':>11}{'vs rr p50':>11}{'cpu vs rr':>11}")
@@ -303,9 +324,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"p99 {b['finish_p99_us']:.1f} us wall / {b['finish_cpu_p99_us']:.1f} us cpu")
     if base is not None:
         f = floors(args)
-        print(f"floors per {PROMPT_LEN}-token prompt: copy+drop {f['copy']:.1f} us ({f['copy'] / base['p50_us']:.1f}x rr p50), "
-              f"hash {f['hash']:.1f} us ({f['hash'] / base['p50_us']:.1f}x), "
-              f"free a unique 2048-token tail {f['free']:.1f} us ({f['free'] / base['p50_us']:.1f}x)")
+        print(f"reading one {PROMPT_LEN}-token prompt: pack {f['pack']:.1f} us ({f['pack'] / base['p50_us']:.1f}x rr p50), "
+              f"list() {f['list']:.1f} us ({f['list'] / base['p50_us']:.1f}x), "
+              f"hash {f['hash']:.1f} us ({f['hash'] / base['p50_us']:.1f}x)")
     d2, verdict = results.get("d2lpm"), 0
     if d2 is not None and d2["index_tokens_end"] < args.prefill_tokens:
         print(f"note: the index ended below {args.prefill_tokens} tokens ({d2['index_tokens_end']})")

@@ -161,7 +161,10 @@ class RouterBinding:
             return
         rid = req.rid
         client = client_of(getattr(req, "routing_key", None))
-        tokens = list(getattr(req, "input_ids", None) or [])
+        # SGLang carries input_ids as an array("q"): the index packs it with one copy.
+        tokens = getattr(req, "input_ids", None)
+        if tokens is None:
+            tokens = ()
         sampling = getattr(req, "sampling_params", None)
         max_new = getattr(sampling, "max_new_tokens", None) or 0
         try:

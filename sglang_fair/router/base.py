@@ -75,6 +75,7 @@ class Router(ABC):
         # Requests dispatched and not yet finished, per worker (s_w in Algorithm 2).
         self.queue_sizes = [0] * num_workers
         self.alive = [True] * num_workers
+        self._live = tuple(range(num_workers))  # alive workers, ascending; changes only in on_worker_down
         self.inflight: dict[str, Dispatch] = {}
         self.clients = IdleClients(idle_timeout_s)
         self.clock: Callable[[], float] = time.monotonic
@@ -146,6 +147,7 @@ class Router(ABC):
         """
         self._check_worker(worker)
         self.alive[worker] = False
+        self._live = tuple(w for w in self._live if w != worker)
         lost = [rid for rid, d in self.inflight.items() if d.worker == worker]
         now = self.clock()
         for rid in lost:
@@ -157,16 +159,14 @@ class Router(ABC):
 
     # ---- helpers for subclasses -------------------------------------------------
 
-    def live_workers(self) -> list[int]:
-        live = [w for w in range(self.num_workers) if self.alive[w]]
-        if not live:
+    def live_workers(self) -> tuple[int, ...]:
+        if not self._live:
             raise NoLiveWorkerError(f"router {self.name}: all {self.num_workers} workers are down")
-        return live
+        return self._live
 
     def least_loaded(self, workers: Sequence[int]) -> int:
         """The worker with the fewest in-flight requests; ties go to the lowest index."""
-        sizes = self.queue_sizes
-        return min(workers, key=lambda w: sizes[w])
+        return min(workers, key=self.queue_sizes.__getitem__)
 
     def _record(self, rid: str, client: str, worker: int, input_len: int) -> int:
         if rid in self.inflight:

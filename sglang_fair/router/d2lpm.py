@@ -75,7 +75,7 @@ class D2LPMRouter(IndexedRouter):
         self.index.insert(tokens, worker, after=match)
         return worker
 
-    def _select(self, holders: int, client: str, live: list[int]) -> int:
+    def _select(self, holders: int, client: str, live: Sequence[int]) -> int:
         q = self.deficits.get(client)
         if q is None:
             q = self.deficits[client] = [0.0] * self.num_workers
@@ -89,8 +89,9 @@ class D2LPMRouter(IndexedRouter):
                 q[w] += rounds * self.quantum
             self.refills += 1
             avail = [w for w in live if q[w] > 0]
-        cand = [w for w in avail if holders >> w & 1]
-        return self.least_loaded(cand or avail)
+        if holders:
+            avail = [w for w in avail if holders >> w & 1] or avail
+        return self.least_loaded(avail)
 
     def forget_client(self, client: str) -> None:
         # Idle for idle_timeout_s: it returns with fresh counters, like a new client.

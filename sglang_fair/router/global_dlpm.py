@@ -48,7 +48,7 @@ from sglang_fair.router.base import Dispatch, RouterSnapshot
 from sglang_fair.router.d2lpm import check_quantum, check_weight
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
 from sglang_fair.router.indexed import IndexedRouter
-from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, Match, common_prefix_len
+from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, PACKED_TOKEN_BYTES, Match, common_prefix_len
 
 DEFAULT_LOCAL_QUEUE_TOKENS = 8192  # about one prefill batch of uncached tokens per worker
 DEFAULT_LOCAL_QUEUE_REQUESTS = 16
@@ -64,13 +64,13 @@ class _Waiting:
     ``lens``, ``length`` and ``holders`` (``Match.cached_lens``, ``length`` and
     ``workers``) rank it for placement; dispatches of look-alikes (same first
     ``_PREFIX_KEY_TOKENS`` tokens) update them by their common prefix: what a new
-    lookup would add for every match that long, for one list compare instead
+    lookup would add for every match that long, for one compare of packed prompts instead
     of a tree walk (shorter matches, from other prompts, are left out).
     """
 
     rid: str
     client: str
-    tokens: list[int]
+    tokens: Sequence[int]  # as routed (the index's walks are reused for this object only)
     max_new: int
     match: Match  # for the charge at dispatch: reused if the index has not changed since
     key: int  # hash of the first tokens
@@ -79,9 +79,9 @@ class _Waiting:
     holders: int
     room: int = -1  # the worker the last placement pass chose for it
 
-    def sibling_placed(self, tokens: list[int], worker: int) -> None:
-        """A request sharing this one's first tokens now caches ``tokens`` on ``worker``."""
-        common = common_prefix_len(self.tokens, tokens)
+    def sibling_placed(self, packed: bytes, worker: int) -> None:
+        """A request sharing this one's first tokens now caches ``packed`` (``pack``) on ``worker``."""
+        common = common_prefix_len(self.match.packed, packed)
         if common > self.lens[worker]:
             self.lens[worker] = common
         if common > self.length:
@@ -151,9 +151,8 @@ class GlobalDLPMRouter(IndexedRouter):
         if rid in self.tracked:
             raise ValueError(f"router {self.name}: request id {rid!r} is already in flight")
         self._collect_idle()
-        tokens = tokens if isinstance(tokens, list) else list(tokens)  # one list: matches and inserts reuse walks
-        key = hash(tuple(tokens[:_PREFIX_KEY_TOKENS]))
         match = self.index.match(tokens)
+        key = hash(match.packed[: _PREFIX_KEY_TOKENS * PACKED_TOKEN_BYTES])
         held = _Waiting(rid, client, tokens, int(max_new_tokens), match, key,
                         list(match.cached_lens(self.num_workers)), match.length, match.workers)
         tracked = self.fair.enqueue(rid, client, len(tokens), payload=held)
@@ -329,7 +328,7 @@ class GlobalDLPMRouter(IndexedRouter):
         self.local_tokens[worker] += uncached
         self.index.insert(held.tokens, worker, after=match)
         for rid in self.by_key.get(held.key, ()):  # look-alikes may now match longer on ``worker``
-            self.tracked[rid].payload.sibling_placed(held.tokens, worker)  # type: ignore[union-attr]
+            self.tracked[rid].payload.sibling_placed(match.packed, worker)  # type: ignore[union-attr]
         tracked.payload = None  # placed: the prompt is the worker's now, not the router's to keep
         self._released.append((held.rid, worker))
 

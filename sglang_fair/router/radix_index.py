@@ -15,52 +15,72 @@ LRU order is an ``OrderedDict`` of nodes where every touch moves the path to
 the end deepest-first; hence each node sits before all its ancestors and the
 front is always a leaf, so eviction is O(1) per node.
 
-Why edges of tokens and not hashes of fixed-size token blocks (SGLang's KV
-event scheme): edges are compared by C-level list equality, a pointer-sized
-copy per token, never a Python step per token, and the answers are
-token-exact. Hashing a prompt's blocks costs a hash per token plus Python
-work per block, and measured slower than this whole tree even with 64- and
-256-token blocks (docs/performance.md, "Router decision time").
+Edges are packed bytes (8 per token, the layout of the ``array("q")`` that
+SGLang carries ``input_ids`` in), so a prompt from SGLang is packed by one
+memory copy, an edge is compared by one ``memcmp`` (``bytes.startswith`` at an
+offset, no copy), and a dropped edge is freed as one object: no Python step
+and no int object per token anywhere, and answers stay token-exact. A token
+list (the simulator, tests) is packed once per call by ``array("q", tokens)``.
+Hashing fixed-size blocks (SGLang's KV event scheme) measured slower than
+this: a hash per token plus Python work per block (docs/performance.md,
+"Router decision time").
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 DEFAULT_CAPACITY_TOKENS = 4_000_000
+PACKED_TOKEN_BYTES = _T = 8  # bytes per packed token (array typecode "q")
+
+
+def pack(tokens: Sequence[int]) -> bytes:
+    """``tokens`` as the index stores them: int64 in native byte order."""
+    if isinstance(tokens, array) and tokens.typecode == "q":
+        return tokens.tobytes()
+    return array("q", tokens).tobytes()
+
+
+def unpack(packed: bytes) -> list[int]:
+    """The token list ``pack`` made ``packed`` from."""
+    return array("q", packed).tolist()
 
 
 class _Node:
     __slots__ = ("key", "children", "parent", "mask")
 
-    def __init__(self, key: list[int], parent: _Node | None, mask: int) -> None:
-        self.key = key
-        self.children: dict[int, _Node] = {}
+    def __init__(self, key: bytes, parent: _Node | None, mask: int) -> None:
+        self.key = key  # packed tokens of the edge into this node
+        self.children: dict[bytes, _Node] = {}  # by the child edge's first packed token
         self.parent = parent
         self.mask = mask
 
 
-@dataclass
+@dataclass(slots=True)
 class Match:
     """The result of a lookup.
 
     ``length``: tokens of the longest prefix any worker caches; ``workers``:
     bitmask of the workers caching exactly that much; ``depths``: for each
     node on the path, (tokens matched up to it, its mask), root excluded, so
-    per-worker match lengths can be read without a second walk.
+    per-worker match lengths can be read without a second walk. ``packed``:
+    the prompt as the index stores it (``pack``).
     """
 
     length: int
     workers: int
     depths: list[tuple[int, int]]
+    packed: bytes = b""
     # The walk itself, so an insert of the same prompt right after (routing)
     # does not compare the tokens again; valid while the tree is unchanged
-    # (``_version``: the index's version when the walk was made).
+    # (``_version``: the index's version when the walk was made) and for the
+    # same token object (``_source``).
     _walk: tuple[list[_Node], list[int], int] | None = None
     _version: int = -1
-    _tokens: list[int] | None = None
+    _source: object = None
     _lens: list[int] | None = None
 
     def cached_len(self, worker: int) -> int:
@@ -97,39 +117,39 @@ def workers_of(mask: int) -> list[int]:
     return out
 
 
-def _common_len(a: list[int], b: list[int], start: int) -> int:
-    """Length of the common prefix of ``a`` and ``b[start:]``.
+def _common_len(edge: bytes, packed: bytes, start: int) -> int:
+    """Bytes of ``edge`` equal to ``packed[start:]``, a whole number of tokens.
 
-    Compares growing slices (C-level list equality) and only scans the last
-    small chunk token by token, so the cost is O(match) copies, not
-    O(edge x log edge) as a plain binary search over whole-edge slices.
+    The usual case, a whole edge inside the prompt, is one ``memcmp``. On a
+    mismatch, growing chunks are compared (O(match) bytes in all), then the
+    last chunk is halved down to the first differing token.
     """
-    n = len(b) - start
-    if len(a) <= n:
-        # The usual case, a whole edge inside the prompt: slice only the
-        # prompt (one copy, not two), and compare.
-        n = len(a)
-        if a == b[start : start + n]:
-            return n
-    elif a[:n] == b[start:]:
-        return n
-    lo, step = 0, 32
+    if packed.startswith(edge, start):
+        return len(edge)
+    n = min(len(edge), len(packed) - start)
+    lo, step = 0, 32 * _T
     while True:
         hi = min(lo + step, n)
-        if a[lo:hi] == b[start + lo : start + hi]:
-            lo = hi
-            step *= 2
-        elif hi - lo <= 32:
-            while a[lo] == b[start + lo]:
-                lo += 1
-            return lo
+        if hi == lo or not packed.startswith(edge[lo:hi], start + lo):
+            break
+        lo = hi
+        step *= 2
+    # edge[:lo] matches and edge[:hi] does not (hi > lo): halve (lo, hi) in tokens.
+    good, bad = lo // _T, hi // _T
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if packed.startswith(edge[lo : mid * _T], start + lo):
+            good = mid
         else:
-            step = (hi - lo) // 2
+            bad = mid
+    return good * _T
 
 
-def common_prefix_len(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two token lists."""
-    return _common_len(a, b, 0)
+def common_prefix_len(a: bytes, b: bytes) -> int:
+    """Tokens in the longest common prefix of two packed prompts (``pack``)."""
+    if len(a) > len(b):
+        a, b = b, a
+    return _common_len(a, b, 0) // _T
 
 
 class RadixIndex:
@@ -140,54 +160,59 @@ class RadixIndex:
             raise ValueError(f"index capacity must be a positive number of tokens, got {capacity_tokens!r}")
         self.num_workers = num_workers
         self.capacity_tokens = capacity_tokens
-        self.root = _Node([], None, (1 << num_workers) - 1)
+        self.root = _Node(b"", None, (1 << num_workers) - 1)
         self.total_tokens = 0
         # Tokens each worker is believed to cache (for "smallest tree" rules).
         self.worker_tokens = [0] * num_workers
         self._lru: OrderedDict[_Node, None] = OrderedDict()
         self._version = 0  # bumped on every change of the tree: shape or masks
+        self._holders: dict[int, list[int]] = {}  # workers_of, memoized: evictions ask per node
 
     # ---- lookup -------------------------------------------------------------------
 
     def match(self, tokens: Sequence[int]) -> Match:
         """Longest prefix of ``tokens`` cached by any worker, and who holds it (marks it used)."""
-        tokens = tokens if isinstance(tokens, list) else list(tokens)
-        path, commons, pos = self._walk(tokens)
+        return self._match(pack(tokens), tokens)
+
+    def _match(self, packed: bytes, source: object) -> Match:
+        path, commons, pos = self._walk(packed)
         self._touch(path)
         depths: list[tuple[int, int]] = []
         end = 0
         for node, n in zip(path, commons):
             end += n
-            depths.append((end, node.mask))
+            depths.append((end // _T, node.mask))
         workers = path[-1].mask if path else 0
-        return Match(pos, workers, depths, (path, commons, pos), self._version, tokens)
+        return Match(pos // _T, workers, depths, packed, (path, commons, pos), self._version, source)
 
     def refresh(self, match: Match) -> Match:
-        """``match`` if the tree has not changed since it was made, else a new match of its tokens.
+        """``match`` if the tree has not changed since it was made, else a new match of its prompt.
 
         A router holding a request between lookup and placement pays for a
         second walk only when something was inserted or evicted meanwhile.
         """
-        if match._version == self._version and match._tokens is not None:
+        if match._version == self._version:
             return match
-        if match._tokens is None:
-            raise ValueError("this match carries no tokens to look up again")
-        return self.match(match._tokens)
+        return self._match(match.packed, match._source)
 
     # ---- updates ------------------------------------------------------------------
 
     def insert(self, tokens: Sequence[int], worker: int, after: Match | None = None) -> None:
         """Record that ``worker`` caches ``tokens`` (and so every prefix of it).
 
-        ``after``: the ``match`` of this same token list, to skip the second
-        walk; ignored if the tree changed since or the list is another one.
+        ``after``: the ``match`` of this same token object, to skip packing and
+        the second walk; ignored if the tree changed since or it is another one.
         """
         self._check(worker)
-        tokens = tokens if isinstance(tokens, list) else list(tokens)
-        if after is not None and after._walk is not None and after._version == self._version and after._tokens is tokens:
-            path, commons, pos = after._walk
+        if after is not None and after._source is tokens:
+            packed = after.packed
+            if after._walk is not None and after._version == self._version:
+                path, commons, pos = after._walk
+            else:
+                path, commons, pos = self._walk(packed)
         else:
-            path, commons, pos = self._walk(tokens)
+            packed = pack(tokens)
+            path, commons, pos = self._walk(packed)
         bit = 1 << worker
         node = self.root
         touched: list[_Node] = []
@@ -196,18 +221,18 @@ class RadixIndex:
                 child = self._split(child, n)
             if not child.mask & bit:
                 child.mask |= bit
-                self.worker_tokens[worker] += len(child.key)
+                self.worker_tokens[worker] += len(child.key) // _T
                 self._version += 1
             touched.append(child)
             node = child
-        if pos < len(tokens):
-            leaf = _Node(tokens[pos:], node, bit)
-            node.children[tokens[pos]] = leaf
-            added = len(leaf.key)
+        if pos < len(packed):
+            leaf = _Node(packed[pos:], node, bit)
+            node.children[packed[pos : pos + _T]] = leaf
+            added = len(leaf.key) // _T
             self.total_tokens += added
             self.worker_tokens[worker] += added
             self._version += 1
-            touched.append(leaf)
+            self._lru[leaf] = None  # first: the touch below moves its ancestors after it
         self._touch(touched)
         self._enforce_capacity()
 
@@ -218,16 +243,16 @@ class RadixIndex:
         unknown prefix is a no-op (the index may already have forgotten it).
         """
         self._check(worker)
-        if not tokens:
+        if not len(tokens):
             return
-        tokens = tokens if isinstance(tokens, list) else list(tokens)
-        cut = len(tokens) - 1  # the worker keeps tokens[:cut]
+        packed = pack(tokens)
+        cut = len(packed) - _T  # the worker keeps packed[:cut]
         node, pos = self.root, 0
         while True:
-            child = node.children.get(tokens[pos])
+            child = node.children.get(packed[pos : pos + _T])
             if child is None:
                 return
-            n = _common_len(child.key, tokens, pos)
+            n = _common_len(child.key, packed, pos)
             if pos + n <= cut:
                 if n < len(child.key):
                     return  # the path diverges before the cut: not indexed
@@ -238,7 +263,7 @@ class RadixIndex:
             keep = cut - pos
             if keep > 0:
                 child = self._split(child, keep)
-                child = child.children[tokens[cut]]
+                child = child.children[packed[cut : cut + _T]]
             self._clear_subtree(child, 1 << worker)
             return
 
@@ -256,17 +281,17 @@ class RadixIndex:
 
     # ---- internals ----------------------------------------------------------------
 
-    def _walk(self, tokens: list[int]) -> tuple[list[_Node], list[int], int]:
-        """Nodes along ``tokens``, tokens matched in each, total matched."""
+    def _walk(self, packed: bytes) -> tuple[list[_Node], list[int], int]:
+        """Nodes along ``packed``, bytes matched in each, total bytes matched."""
         node, pos = self.root, 0
         path: list[_Node] = []
         commons: list[int] = []
-        end = len(tokens)
+        end = len(packed)
         while pos < end:
-            child = node.children.get(tokens[pos])
+            child = node.children.get(packed[pos : pos + _T])
             if child is None:
                 break
-            n = _common_len(child.key, tokens, pos)
+            n = _common_len(child.key, packed, pos)
             pos += n
             path.append(child)
             commons.append(n)
@@ -280,25 +305,24 @@ class RadixIndex:
             raise ValueError(f"worker {worker} out of range 0..{self.num_workers - 1}")
 
     def _split(self, node: _Node, at: int) -> _Node:
-        """Split ``node``'s edge after ``at`` tokens; returns the new upper node."""
+        """Split ``node``'s edge after ``at`` bytes (whole tokens); returns the new upper node."""
         parent = node.parent
-        assert parent is not None and 0 < at < len(node.key)
+        assert parent is not None and 0 < at < len(node.key) and at % _T == 0
         self._version += 1
         upper = _Node(node.key[:at], parent, node.mask)
-        parent.children[upper.key[0]] = upper
+        parent.children[upper.key[:_T]] = upper
         node.key = node.key[at:]
         node.parent = upper
-        upper.children[node.key[0]] = node
+        upper.children[node.key[:_T]] = node
         # The upper part is an ancestor: it must sit after node in LRU order.
         self._lru[upper] = None
         self._lru.move_to_end(upper)
         return upper
 
     def _touch(self, path: list[_Node]) -> None:
-        lru = self._lru
+        move = self._lru.move_to_end  # every linked node is in the LRU
         for node in reversed(path):
-            lru[node] = None
-            lru.move_to_end(node)
+            move(node)
 
     def _clear_subtree(self, top: _Node, bit: int) -> None:
         worker = bit.bit_length() - 1
@@ -309,7 +333,7 @@ class RadixIndex:
                 continue
             node.mask &= ~bit
             self._version += 1
-            self.worker_tokens[worker] -= len(node.key)
+            self.worker_tokens[worker] -= len(node.key) // _T
             if node.mask == 0:
                 # Descendants hold at most ``bit``: _remove uncounts them.
                 self._remove(node)
@@ -320,14 +344,18 @@ class RadixIndex:
         """Unlink ``top`` and its whole subtree."""
         parent = top.parent
         assert parent is not None
-        del parent.children[top.key[0]]
+        del parent.children[top.key[:_T]]
         self._version += 1
         stack = [top]
         while stack:
             node = stack.pop()
-            self.total_tokens -= len(node.key)
-            for w in workers_of(node.mask):
-                self.worker_tokens[w] -= len(node.key)
+            tokens = len(node.key) // _T
+            self.total_tokens -= tokens
+            holders = self._holders.get(node.mask)
+            if holders is None:
+                holders = self._holders[node.mask] = workers_of(node.mask)
+            for w in holders:
+                self.worker_tokens[w] -= tokens
             self._lru.pop(node, None)
             stack.extend(node.children.values())
 
@@ -339,10 +367,10 @@ class RadixIndex:
 
     def iter_paths(self) -> Iterator[tuple[list[int], int]]:
         """Every (full token path, mask) of the leaves: for tests and debugging."""
-        stack: list[tuple[_Node, list[int]]] = [(c, c.key) for c in self.root.children.values()]
+        stack: list[tuple[_Node, bytes]] = [(c, c.key) for c in self.root.children.values()]
         while stack:
             node, path = stack.pop()
             if not node.children:
-                yield path, node.mask
+                yield unpack(path), node.mask
             for c in node.children.values():
                 stack.append((c, path + c.key))

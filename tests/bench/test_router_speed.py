@@ -28,3 +28,12 @@ def test_main_prints_every_router_and_the_backlog_line(capsys):
     out = capsys.readouterr().out
     for row in ("round_robin", "d2lpm ", "d2lpm_global holding", "d2lpm p50"):
         assert row in out
+
+
+def test_a_baseline_index_gets_a_row_of_its_own(capsys):
+    oracle = Path(__file__).resolve().parents[1] / "router" / "token_tree_oracle.py"
+    rs.main(["--quick", "--workers", "4", "--routers", "round_robin,d2lpm", "--backlog", "0",
+             "--baseline-index", str(oracle)])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    baseline = [row for row in rows if row and row[0] == "d2lpm@baseline"]
+    assert len(baseline) == 1 and float(baseline[0][1]) > 0  # its p50, measured

@@ -163,9 +163,10 @@ def _naive_common_len(a: list[int], b: list[int], start: int) -> int:
 @pytest.mark.parametrize("seed", range(4))
 def test_common_len_every_divergence_point(seed: int) -> None:
     # Edges shorter and longer than the rest of the prompt, divergence at every
-    # offset around the 32-token steps of the scan, and value-equal but
-    # distinct int objects (as a tokenizer produces), not only shared ones.
-    from sglang_fair.router.radix_index import _common_len
+    # offset around the 32-token first chunk of the scan and inside later chunks,
+    # and tokens that differ in one byte only (a mismatch is found per token,
+    # never inside one).
+    from sglang_fair.router.radix_index import PACKED_TOKEN_BYTES, _common_len, common_prefix_len, pack
 
     rng = random.Random(seed)
     base = [rng.randrange(10**6, 10**7) for _ in range(300)]
@@ -173,8 +174,12 @@ def test_common_len_every_divergence_point(seed: int) -> None:
         edge = base[:edge_len]
         for start in (0, 7):
             for cut in range(0, edge_len + 2, 3):
-                prompt = [0] * start + [int(str(x)) for x in base[:cut]] + [-1] * rng.randint(0, 40)
-                assert _common_len(edge, prompt, start) == _naive_common_len(edge, prompt, start)
+                tail = [base[cut] ^ 1] if cut < len(base) else []
+                prompt = [0] * start + base[:cut] + tail + [-1] * rng.randint(0, 40)
+                expected = _naive_common_len(edge, prompt, start)
+                assert _common_len(pack(edge), pack(prompt), start * PACKED_TOKEN_BYTES) == expected * PACKED_TOKEN_BYTES
+                if start == 0:
+                    assert common_prefix_len(pack(edge), pack(prompt)) == expected == common_prefix_len(pack(prompt), pack(edge))
 
 
 def test_cached_len_per_worker_and_prune_feedback() -> None:
@@ -209,3 +214,22 @@ def test_refresh_reuses_a_match_only_while_the_tree_is_unchanged() -> None:
     index.insert(stem + [7, 8], 1)  # a new leaf
     assert index.refresh(index.match(stem)).cached_len(1) == 200
     assert index.refresh(again).length == 201
+
+
+def test_prompts_as_sglang_sends_them_index_like_lists() -> None:
+    # SGLang hands the router input_ids as an array("q"); lists, tuples and
+    # arrays of the same tokens are one prompt to the index.
+    from array import array
+
+    index = RadixIndex(2)
+    stem = list(range(1000, 1300))
+    index.insert(array("q", stem + [1, 2]), 0)
+    index.insert(tuple(stem + [5]), 1)
+    for prompt in (stem + [1, 2, 3], array("q", stem + [1, 2, 3]), tuple(stem + [1, 2, 3])):
+        m = index.match(prompt)
+        assert (m.length, workers_of(m.workers), m.cached_lens(2)) == (302, [0], [302, 300])
+    prompt = array("q", stem + [9])
+    m = index.match(prompt)
+    index.insert(prompt, 1, after=m)  # the walk is reused for the same object
+    assert index.match(stem + [9]).cached_lens(2) == [300, 301]
+    assert sorted(index.iter_paths()) == sorted([(stem + [1, 2], 0b01), (stem + [5], 0b10), (stem + [9], 0b10)])

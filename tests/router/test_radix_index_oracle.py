@@ -13,7 +13,7 @@ import random
 import pytest
 
 from sglang_fair.router import make_router
-from sglang_fair.router.radix_index import RadixIndex
+from sglang_fair.router.radix_index import RadixIndex, pack
 from tests.router.token_tree_oracle import RadixIndex as OracleIndex
 
 STEMS = [[random.Random(s).randrange(50) for _ in range(300)] for s in range(4)]
@@ -79,12 +79,21 @@ def _trace(seed: int, n: int) -> list[tuple[str, list[int]]]:
     return out
 
 
+class _PackingOracle(OracleIndex):
+    """The oracle's answers, plus the packed prompt d2lpm_global compares look-alikes by."""
+
+    def match(self, tokens):
+        found = super().match(tokens)
+        found.packed = pack(tokens)
+        return found
+
+
 @pytest.mark.parametrize("name", ["d2lpm", "preble", "cache_aware", "d2lpm_global"])
 def test_routing_decisions_identical_to_oracle(name: str) -> None:
     """Record one trace's decisions with each index: agreement must be 100%."""
     workers = 4
     routers = [make_router(name, workers, index_capacity_tokens=8_000) for _ in range(2)]
-    routers[1].index = OracleIndex(workers, 8_000)
+    routers[1].index = _PackingOracle(workers, 8_000)
     rng = random.Random(7)
     decisions: list[list[tuple[str, int]]] = [[], []]
     inflight: list[list[tuple[str, int]]] = [[], []]
