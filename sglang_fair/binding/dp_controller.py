@@ -47,7 +47,9 @@ import psutil
 import zmq
 
 from sglang_fair.binding import router_cli, router_feedback, router_health, worker_reports
+from sglang_fair.binding.admin import SETTINGS_KEY
 from sglang_fair.binding.identity import client_of
+from sglang_fair.core import OptionError, SettingsUpdate
 from sglang_fair.router import NoLiveWorkerError, Router, make_router
 
 logger = logging.getLogger(__name__)
@@ -265,11 +267,17 @@ class RouterBinding:
                     self.metrics.maybe_update(self.router, self.unrouted)
 
     def receive(self, recv_req) -> None:
-        """One message from the tokenizer: SGLang's dispatcher, after answering aborts of held requests."""
-        from sglang.srt.managers.io_struct import AbortReq
+        """One message from the tokenizer: SGLang's dispatcher, after answering aborts of held
+        requests and applying a run-time change of the fair settings to the router too."""
+        from sglang.srt.managers.io_struct import AbortReq, SetInternalStateReq
 
         if isinstance(recv_req, AbortReq):
             self.cancel_held(recv_req)
+        elif isinstance(recv_req, SetInternalStateReq) and SETTINGS_KEY in recv_req.server_args:
+            try:
+                self.router.update_settings(SettingsUpdate.parse(recv_req.server_args[SETTINGS_KEY]))
+            except OptionError as exc:  # the schedulers refuse it too, and say so
+                logger.warning("sglang-fair router: fair settings change refused: %s", exc)
         self.controller._request_dispatcher(recv_req)
 
     def drain_feedback(self) -> None:

@@ -26,6 +26,7 @@ _TOKENIZER = "sglang.srt.managers.tokenizer_manager.TokenizerManager"
 _OPENAI_BASE = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase"
 _SERVER_ARGS = "sglang.srt.server_args.ServerArgs"
 _DPC = "sglang.srt.managers.data_parallel_controller"
+_INTERNAL_STATE = "sglang.srt.managers.scheduler_components.internal_state.SchedulerInternalStateController"
 _RAY_ENGINE = "sglang.srt.ray.engine.RayEngine"
 # Every output a scheduler sends for a request goes through here (batch results,
 # and requests rejected before running); aborts of queued requests do not.
@@ -43,7 +44,7 @@ class Hook:
 
 def hook_table() -> list[Hook]:
     """All hooks; the Ray backend's only where Ray is installed (SGLang's --use-ray needs it)."""
-    from sglang_fair.binding import (admission_gate, cli, client_keys, dp_controller, identity, router_cli,
+    from sglang_fair.binding import (admin, admission_gate, cli, client_keys, dp_controller, identity, router_cli,
                                      router_feedback, router_health, scheduler_hooks, validation)
     from sglang_fair.binding.schedule_policy import FairSchedulePolicy
 
@@ -77,6 +78,9 @@ def hook_table() -> list[Hook]:
         Hook(f"{_OPENAI_BASE}.extract_routing_key", identity.openai_client_key, around, s,
              f"{_OPENAI_BASE}.extract_routing_key"),
         Hook("sglang.srt.entrypoints.http_server._wait_and_warmup", client_keys.keyless_while_warming_up, around, s),
+        Hook("sglang.srt.entrypoints.http_server.launch_server", admin.install_admin_routes, before, s),
+        Hook(f"{_INTERNAL_STATE}._update_handlers", admin.accept_fair_settings, after, s),
+        Hook(f"{_INTERNAL_STATE}.get_internal_state", admin.report_fair_settings, after, s),
         # The data-parallel router (binding/dp_controller.py): no patch carries it.
         Hook(f"{_SERVER_ARGS}.add_cli_args", router_cli.extend_cli, after, "router"),
         Hook(f"{_SERVER_ARGS}.from_cli_args", router_cli.prepare_router_args, before, "router"),
@@ -102,6 +106,7 @@ def hook_table() -> list[Hook]:
             Hook("sglang.srt.observability.cpu_monitor.start_cpu_monitor_thread",
                  ray_backend.one_cpu_monitor_per_process, around, "ray"),
             Hook("sglang.srt.ray.http_server.launch_server", scheduler_hooks.install_throttle_handler, before, "ray"),
+            Hook("sglang.srt.ray.http_server.launch_server", admin.install_admin_routes, before, "ray"),
             Hook("sglang.srt.ray.http_server.launch_server", router_health.install_health_check, before, "ray"),
         ]
     return table

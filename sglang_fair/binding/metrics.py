@@ -1,31 +1,38 @@
 """Per-client Prometheus metrics, exported when SGLang's metrics are on (``--enable-metrics``).
 
-Gauges, labelled ``client`` and ``dp_rank`` (one scheduler per rank), refreshed
-at most once a second from the FairScheduler:
+Labelled ``client`` and ``dp_rank`` (one scheduler per rank), refreshed at
+most once a second from the FairScheduler. Counters (cumulative since the
+client was first seen, or last forgotten as idle):
 
-* ``sglang_fair:client_input_tokens`` / ``client_cached_tokens`` /
-  ``client_output_tokens``: tokens served since the client was first seen;
-* ``sglang_fair:client_service``: cost-weighted service received;
-* ``sglang_fair:client_counter``: the policy's state (VTC counter, DLPM
-  deficit; absent for policies without one);
-* ``sglang_fair:client_queued_requests`` / ``client_running_requests``;
-* ``sglang_fair:client_preempted_requests``: running requests whose slot
-  latency isolation took (``--fair-isolation``);
-* ``sglang_fair:client_recomputed_tokens``: tokens prefilled again after a
-  retraction or preemption (waste, not service).
+* ``sglang_fair:client_input_tokens_total`` / ``client_cached_tokens_total`` /
+  ``client_output_tokens_total``: tokens served;
+* ``sglang_fair:client_service_total``: cost-weighted service received;
+* ``sglang_fair:client_preempted_requests_total``: running requests whose
+  slot latency isolation took (``--fair-isolation``);
+* ``sglang_fair:client_recomputed_tokens_total``: tokens prefilled again after
+  a retraction or preemption (waste, not service).
+
+Gauges: ``sglang_fair:client_counter`` (the policy's state: VTC counter, DLPM
+deficit; absent for policies without one), ``client_queued_requests``,
+``client_running_requests``, ``client_weight`` (in force: set at start or at
+run time, binding/admin.py); and, per rank only, ``sglang_fair:quantum``. Histograms (seconds, from the request's arrival
+in the scheduler's queue; under ``--dp`` time held in the router is not
+included): ``sglang_fair:client_queue_time_seconds`` (to first admission),
+``client_time_to_first_token_seconds``, ``client_e2e_request_latency_seconds``.
 
 Memory stays bounded whatever the number of distinct clients. SGLang serves
 ``/metrics`` from prometheus_client's multiprocess files, where a removed
-label is never deleted, so these series do not use ``Gauge`` objects: each
-refresh rewrites one file of this rank's own (``gauge_mostrecent_sglangfair-
-dpN.db`` in ``PROMETHEUS_MULTIPROC_DIR``) with the clients the scheduler
-knows now, and swaps it in atomically. A client dropped as idle
-(``--fair-idle-timeout``) leaves ``/metrics`` at the next refresh; if it
-returns, its cumulative values start again from 0. At most ``max_clients``
+label is never deleted, so these series do not use prometheus_client's
+metric objects: each refresh rewrites this rank's own files (``counter_``,
+``gauge_mostrecent_`` and ``histogram_sglangfair-dpN.db`` in
+``PROMETHEUS_MULTIPROC_DIR``) with the clients the scheduler knows now, and
+swaps them in atomically. A client dropped as idle (``--fair-idle-timeout``)
+leaves ``/metrics`` at the next refresh; if it returns, its counters start
+again from 0 (a counter reset to Prometheus). At most ``max_clients``
 clients (``SGLANG_FAIR_METRICS_MAX_CLIENTS``, default 1,000 per rank) get
 series of their own, those with requests in the scheduler first, then by
-service; the others are summed under ``client="~other"`` (no counter), a
-label no client id can take.
+service; the others are summed under ``client="~other"`` (no policy
+counter), a label no client id can take.
 """
 
 from __future__ import annotations
@@ -35,37 +42,50 @@ import os
 import time
 from collections.abc import Iterable
 
-_GAUGES = {
-    "client_input_tokens": "Prompt tokens of admitted requests",
-    "client_cached_tokens": "Prompt tokens served from the prefix cache",
-    "client_output_tokens": "Generated tokens",
-    "client_service": "Cost-weighted service received",
-    "client_counter": "Policy counter: VTC virtual counter or DLPM deficit",
-    "client_queued_requests": "Requests waiting in the scheduler queue",
-    "client_running_requests": "Requests in the running batch",
-    "client_preempted_requests": "Running requests preempted by latency isolation",
-    "client_recomputed_tokens": "Tokens prefilled again after a retraction or preemption",
+from sglang_fair.core.client_latency import LATENCY_BUCKETS_S, LatencyHistogram
+
+# name -> (kind, help); kinds are Prometheus types, as SGLang names them.
+SERIES: dict[str, tuple[str, str]] = {
+    "client_input_tokens": ("counter", "Prompt tokens of admitted requests"),
+    "client_cached_tokens": ("counter", "Prompt tokens served from the prefix cache"),
+    "client_output_tokens": ("counter", "Generated tokens"),
+    "client_service": ("counter", "Cost-weighted service received"),
+    "client_preempted_requests": ("counter", "Running requests preempted by latency isolation"),
+    "client_recomputed_tokens": ("counter", "Tokens prefilled again after a retraction or preemption"),
+    "client_counter": ("gauge", "Policy counter: VTC virtual counter or DLPM deficit"),
+    "client_queued_requests": ("gauge", "Requests waiting in the scheduler queue"),
+    "client_running_requests": ("gauge", "Requests in the running batch"),
+    "client_weight": ("gauge", "Client weight in force (1 = default); set at start or at run time"),
+    "client_queue_time_seconds": ("histogram", "Seconds from arrival in the scheduler queue to first admission"),
+    "client_time_to_first_token_seconds": ("histogram", "Seconds from arrival in the scheduler queue to the first output token"),
+    "client_e2e_request_latency_seconds": ("histogram", "Seconds from arrival in the scheduler queue to the end of a request that ran"),
 }
+_FILE_PREFIX = {"counter": "counter", "gauge": "gauge_mostrecent", "histogram": "histogram"}
+_BUCKET_LABELS = [repr(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]
 MAX_CLIENTS_ENV = "SGLANG_FAIR_METRICS_MAX_CLIENTS"
 DEFAULT_MAX_CLIENTS = 1000
 OVERFLOW_CLIENT = "~other"  # normalized ids are [A-Za-z0-9._@-] or "~" + 16 hex digits
 
+Value = float | LatencyHistogram
+
 
 class SeriesFile:
-    """One multiprocess gauge file (``mostrecent``) rewritten whole on each ``write``.
+    """One multiprocess metrics file of one kind, rewritten whole on each ``write``.
 
     Series absent from a write are gone from ``/metrics``, and the file holds
-    only what was written last, unlike prometheus_client's own gauges.
+    only what was written last, unlike prometheus_client's own metrics.
+    ``kind``: "gauge" (most recent value wins), "counter" or "histogram"
+    (summed with other processes' files, as prometheus_client does).
     """
 
-    def __init__(self, directory: str | None, tag: str) -> None:
+    def __init__(self, directory: str | None, tag: str, kind: str = "gauge") -> None:
         directory = directory or os.environ.get("PROMETHEUS_MULTIPROC_DIR")
         if not directory:
             raise ValueError("sglang-fair metrics need PROMETHEUS_MULTIPROC_DIR (SGLang sets it with --enable-metrics)")
-        self.path = os.path.join(directory, f"gauge_mostrecent_{tag}.db")
+        self.path = os.path.join(directory, f"{_FILE_PREFIX[kind]}_{tag}.db")
 
-    def write(self, samples: Iterable[tuple[str, dict[str, str], str, float]]) -> None:
-        """Replace the file's series with ``samples``: (metric name, labels, help, value)."""
+    def write(self, samples: Iterable[tuple[str, str, dict[str, str], str, float]]) -> None:
+        """Replace the file's series with ``samples``: (metric, sample name, labels, help, value)."""
         from prometheus_client.mmap_dict import MmapedDict, mmap_key
 
         tmp = f"{self.path[:-3]}.{os.getpid()}.tmp"  # not *.db: the collector never reads it half-written
@@ -74,8 +94,8 @@ class SeriesFile:
         now = time.time()
         out = MmapedDict(tmp)
         try:
-            for metric, labels, help_text, value in samples:
-                out.write_value(mmap_key(metric, metric, list(labels), list(labels.values()), help_text),
+            for metric, name, labels, help_text, value in samples:
+                out.write_value(mmap_key(metric, name, list(labels), list(labels.values()), help_text),
                                 float(value), now)
         finally:
             out.close()
@@ -85,7 +105,8 @@ class SeriesFile:
 class ClientMetrics:
     def __init__(self, dp_rank: int | None, directory: str | None = None, max_clients: int | None = None) -> None:
         self.dp_rank = str(dp_rank if dp_rank is not None else 0)
-        self.file = SeriesFile(directory, f"sglangfair-dp{self.dp_rank}")
+        tag = f"sglangfair-dp{self.dp_rank}"
+        self.files = {kind: SeriesFile(directory, tag, kind) for kind in _FILE_PREFIX}
         self.max_clients = max_clients if max_clients is not None else max_metrics_clients()
         self._next_update = 0.0
 
@@ -94,26 +115,51 @@ class ClientMetrics:
         if now < self._next_update:
             return
         self._next_update = now + 1.0
-        self.write(client_values(fair_policy.fair))
+        self.write(client_values(fair_policy.fair), fair_policy.fair.options.quantum)
 
-    def write(self, values: dict[str, dict[str, float]]) -> None:
-        """Replace this rank's series with ``values`` (client -> gauge name -> value), capped."""
-        self.file.write(
-            (f"sglang_fair:{name}", {"client": client, "dp_rank": self.dp_rank}, _GAUGES[name], value)
-            for client, gauges in cap_clients(values, self.max_clients).items() for name, value in gauges.items())
+    def write(self, values: dict[str, dict[str, Value]], quantum: float | None = None) -> None:
+        """Replace this rank's series with ``values`` (client -> series name -> value, capped)
+        and ``quantum`` (the policy's Q^u in force)."""
+        by_kind: dict[str, list[tuple[str, str, dict[str, str], str, float]]] = {kind: [] for kind in _FILE_PREFIX}
+        if quantum is not None:
+            by_kind["gauge"].append(("sglang_fair:quantum", "sglang_fair:quantum", {"dp_rank": self.dp_rank},
+                                     "Quantum Q^u in force (DLPM refill); set at start or at run time", quantum))
+        for client, row in cap_clients(values, self.max_clients).items():
+            labels = {"client": client, "dp_rank": self.dp_rank}
+            for name, value in row.items():
+                kind, help_text = SERIES[name]
+                metric = f"sglang_fair:{name}"
+                out = by_kind[kind]
+                if kind == "gauge":
+                    out.append((metric, metric, labels, help_text, value))
+                elif kind == "counter":
+                    out.append((metric, f"{metric}_total", labels, help_text, value))
+                else:  # per-bucket counts; the collector makes them cumulative and adds _count
+                    for le, count in zip(_BUCKET_LABELS, value.counts):
+                        out.append((metric, f"{metric}_bucket", {**labels, "le": le}, help_text, count))
+                    out.append((metric, f"{metric}_sum", labels, help_text, value.total_s))
+        for kind, samples in by_kind.items():
+            self.files[kind].write(samples)
 
 
-def client_values(fair) -> dict[str, dict[str, float]]:
-    """Every known client's gauge values, from a core ``FairScheduler``."""
+def client_values(fair) -> dict[str, dict[str, Value]]:
+    """Every known client's series values, from a core ``FairScheduler``."""
     values = {}
     for client, activity in fair.activity.items():
-        row = {"client_queued_requests": activity.queued, "client_running_requests": activity.running}
+        row: dict[str, Value] = {"client_queued_requests": activity.queued,
+                                 "client_running_requests": activity.running,
+                                 "client_weight": fair.options.weight_of(client)}
         served = fair.ledger.get(client)
         if served is not None:
             row.update(client_input_tokens=served.input_tokens, client_cached_tokens=served.cached_tokens,
                        client_output_tokens=served.output_tokens, client_service=served.service,
                        client_preempted_requests=served.preempted,
                        client_recomputed_tokens=served.recomputed_tokens)
+        latency = fair.latency.get(client)
+        if latency is not None:
+            row.update(client_queue_time_seconds=latency.queue_time,
+                       client_time_to_first_token_seconds=latency.first_token,
+                       client_e2e_request_latency_seconds=latency.end_to_end)
         counter = fair.policy.counter(client)
         if counter is not None:
             row["client_counter"] = counter
@@ -121,7 +167,7 @@ def client_values(fair) -> dict[str, dict[str, float]]:
     return values
 
 
-def cap_clients(values: dict[str, dict[str, float]], max_clients: int) -> dict[str, dict[str, float]]:
+def cap_clients(values: dict[str, dict[str, Value]], max_clients: int) -> dict[str, dict[str, Value]]:
     """At most ``max_clients`` clients keep their own rows; the rest are summed under ``OVERFLOW_CLIENT``."""
     if len(values) <= max_clients:
         return values
@@ -133,10 +179,17 @@ def cap_clients(values: dict[str, dict[str, float]], max_clients: int) -> dict[s
 
     ordered = sorted(values, key=rank)
     kept = {client: values[client] for client in ordered[:max_clients]}
-    other: dict[str, float] = {}
+    other: dict[str, Value] = {}
     for client in ordered[max_clients:]:
         for name, value in values[client].items():
-            if name != "client_counter":  # a policy's counter has no meaningful sum
+            if name in ("client_counter", "client_weight"):  # per-client state: no meaningful sum
+                continue
+            if isinstance(value, LatencyHistogram):
+                total = other.get(name)
+                if total is None:
+                    total = other[name] = LatencyHistogram()
+                total.merge(value)
+            else:
                 other[name] = other.get(name, 0.0) + value
     kept[OVERFLOW_CLIENT] = other
     return kept

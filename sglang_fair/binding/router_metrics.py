@@ -42,7 +42,9 @@ _PER_WORKER = {
 }
 
 
+_DEFICIT = "sglang_fair:router_client_deficit"
 _DEFICIT_HELP = "D2LPM deficit of a client on a worker"
+_GLOBAL_DEFICIT = "sglang_fair:router_client_global_deficit"
 _GLOBAL_DEFICIT_HELP = "Cluster-wide deficit of a client (late-binding router)"
 
 
@@ -90,8 +92,8 @@ class RouterMetrics:
         for client in most_served(state.deficits, min):
             for rank, value in enumerate(state.deficits[client]):
                 labels = {"client": client, "dp_rank": str(rank)}
-                yield "sglang_fair:router_client_deficit", labels, _DEFICIT_HELP, value
+                yield _DEFICIT, _DEFICIT, labels, _DEFICIT_HELP, value
         if late_binding:
             for client in most_served(state.client_deficits, float):
-                yield ("sglang_fair:router_client_global_deficit", {"client": client}, _GLOBAL_DEFICIT_HELP,
+                yield (_GLOBAL_DEFICIT, _GLOBAL_DEFICIT, {"client": client}, _GLOBAL_DEFICIT_HELP,
                        state.client_deficits[client])

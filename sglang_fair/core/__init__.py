@@ -8,7 +8,7 @@ from sglang_fair.core.clients import DEFAULT_CLIENT, normalize_client_id
 from sglang_fair.core.costs import CostFunction, LinearCost, make_cost
 from sglang_fair.core.fair_scheduler import FairScheduler
 from sglang_fair.core.ledger import ClientService, ServiceLedger
-from sglang_fair.core.options import FairOptions, OptionError
+from sglang_fair.core.options import FairOptions, OptionError, SettingsUpdate
 from sglang_fair.core.policies import POLICIES, Policy, make_policy
 from sglang_fair.core.requests import RequestState, TrackedRequest
 
@@ -24,6 +24,7 @@ __all__ = [
     "Policy",
     "RequestState",
     "ServiceLedger",
+    "SettingsUpdate",
     "TrackedRequest",
     "make_cost",
     "make_policy",

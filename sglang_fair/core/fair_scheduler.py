@@ -9,6 +9,9 @@ cost function and the policy, and turns engine events into charges:
 * ``finish`` (finished or aborted, from any state)
 * ``collect_idle`` (drop clients idle longer than the timeout)
 
+Besides the charges it records each client's latencies (``latency``): queue
+time, time to first token and end to end, from arrival in this queue.
+
 Charging rules: the admission cost is charged once per request, at its first
 admission, after the engine's cache match (``cached_len``); every output
 token is charged exactly once, whatever path produced it. What a re-admitted
@@ -22,10 +25,11 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 
 from sglang_fair.core.apps import normalize_app_id
+from sglang_fair.core.client_latency import LatencyRecord
 from sglang_fair.core.costs import CostFunction, make_cost
 from sglang_fair.core.isolation import LatencyIsolation
 from sglang_fair.core.ledger import ServiceLedger
-from sglang_fair.core.options import FairOptions
+from sglang_fair.core.options import FairOptions, SettingsUpdate
 from sglang_fair.core.policies import Policy, ThrottleDecision, make_policy
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
 
@@ -40,6 +44,7 @@ class FairScheduler:
             options.cost or self.policy.default_cost, options.input_weight, options.output_weight
         )
         self.ledger = ServiceLedger()
+        self.latency = LatencyRecord()
         self.isolation = LatencyIsolation(options, self.activity, self.ledger) if options.isolation else None
         self.requests: dict[str, TrackedRequest] = {}
         self._seq = itertools.count()
@@ -149,12 +154,13 @@ class FairScheduler:
         self._leave_queue(req)
         act = self.activity[req.client]
         act.running += 1
-        act.last_active = self.clock()
+        now = act.last_active = self.clock()
         req.state = RequestState.RUNNING
         if req.extend_charged:
             self.ledger.record_recompute(req.client, max(0, req.input_len + req.output_charged - cached_len))
             req.cached_len = min(cached_len, req.input_len)
             return 0.0
+        self.latency.admitted(req.client, now - req.arrival)
         cached_len = min(cached_len, req.input_len)
         req.cached_len = cached_len
         req.extend_charged = True
@@ -184,10 +190,13 @@ class FairScheduler:
         if new <= 0 or req.state is RequestState.DONE:
             return 0.0
         cost = self.cost.output(new, req.input_len + req.output_charged)
+        now = self.clock()
+        if req.output_charged == 0:
+            self.latency.first_token(req.client, now - req.arrival)
         req.output_charged = total_output
         self.ledger.record_output(req.client, new, cost)
         self.policy.charge_request(req, cost / self.options.weight_of(req.client), 0, new)
-        self.activity[req.client].last_active = self.clock()
+        self.activity[req.client].last_active = now
         return cost
 
     def finish(self, req: TrackedRequest) -> None:
@@ -195,14 +204,34 @@ class FairScheduler:
         if req.state is RequestState.DONE:
             return
         self.policy.on_finish(req)
+        now = self.clock()
         if req.state is RequestState.QUEUED:
             self._leave_queue(req)
         else:
             self.activity[req.client].running -= 1
             self.ledger.record_finish(req.client)
+            self.latency.finished(req.client, now - req.arrival)
         req.state = RequestState.DONE
-        self.activity[req.client].last_active = self.clock()
+        self.activity[req.client].last_active = now
         self.requests.pop(req.rid, None)
+
+    # -- run-time settings ------------------------------------------------------
+    def settings(self) -> dict:
+        """The settings in force: what an operator reads, and may change with ``update_settings``."""
+        o = self.options
+        return {"policy": o.policy, "quantum": o.quantum, "input_weight": o.input_weight,
+                "output_weight": o.output_weight, "client_weights": dict(o.client_weights)}
+
+    def update_settings(self, update: SettingsUpdate) -> dict:
+        """Apply ``update`` from the next scheduling pass on; returns ``settings()``.
+
+        Charges already made stand; a new quantum applies from the next refill.
+        """
+        if update.quantum is not None:
+            self.options.quantum = update.quantum
+        self.options.client_weights = {**self.options.client_weights, **update.client_weights}
+        self.policy.settings_changed()
+        return self.settings()
 
     # -- bounded memory -------------------------------------------------------
     def collect_idle(self) -> list[str]:
@@ -213,4 +242,5 @@ class FairScheduler:
             del self.activity[client]
             self.policy.forget(client)
             self.ledger.forget(client)
+            self.latency.forget(client)
         return gone

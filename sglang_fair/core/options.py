@@ -81,6 +81,48 @@ class FairOptions:
         return self.client_weights.get(client, 1.0)
 
 
+RUNTIME_SETTINGS = ("quantum", "client_weights")
+
+
+@dataclass(frozen=True)
+class SettingsUpdate:
+    """A change of settings while the server runs (``FairScheduler.update_settings``).
+
+    ``client_weights`` is merged into the current weights: clients not named
+    keep theirs; weight 1 is the default.
+    """
+
+    quantum: float | None = None
+    client_weights: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, body: object) -> SettingsUpdate:
+        """From a decoded JSON body; ``OptionError`` names the bad field."""
+        if not isinstance(body, dict) or not body:
+            raise OptionError("fair settings: expected a JSON object with 'quantum' and/or 'client_weights'")
+        unknown = sorted(set(body) - set(RUNTIME_SETTINGS))
+        if unknown:
+            raise OptionError(f"fair settings: {', '.join(map(repr, unknown))} cannot be changed at run time; "
+                              f"only {' and '.join(RUNTIME_SETTINGS)} can")
+        quantum = body.get("quantum")
+        if quantum is not None:
+            _positive("quantum", quantum)
+        weights = body.get("client_weights", {})
+        if not isinstance(weights, dict):
+            raise OptionError("client_weights must be an object of client id -> weight")
+        clean: dict[str, float] = {}
+        for raw, weight in weights.items():
+            _positive(f"client_weights[{raw!r}]", weight)
+            clean[normalize_client_id(raw)] = float(weight)
+        return cls(None if quantum is None else float(quantum), clean)
+
+    def as_json(self) -> dict:
+        out: dict = {"client_weights": dict(self.client_weights)}
+        if self.quantum is not None:
+            out["quantum"] = self.quantum
+        return out
+
+
 def parse_client_weights(text: str | None) -> dict[str, float]:
     """Parse ``"alice=2,bob=0.5"`` into a dict, naming the bad entry on error."""
     weights: dict[str, float] = {}
@@ -112,7 +154,8 @@ def json_object(text: str, name: str) -> dict:
 
 
 def _positive(option: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or math.isnan(value) or value <= 0 or math.isinf(value):
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value <= 0
+            or math.isinf(value)):
         raise OptionError(f"{option} must be a positive finite number, got {value!r}")
 
 

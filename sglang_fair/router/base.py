@@ -32,6 +32,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from sglang_fair.core.options import SettingsUpdate
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S, IdleClients
 from sglang_fair.router.radix_index import RadixIndex
 
@@ -137,6 +138,10 @@ class Router(ABC):
 
     def forget_client(self, client: str) -> None:
         """``client`` has been idle for ``idle_timeout_s``: drop its per-client state."""
+
+    def update_settings(self, update: SettingsUpdate) -> None:
+        """The operator changed the fair settings at run time (routers that keep a
+        cluster-wide fair scheduler apply them; the others have none to change)."""
 
     def on_worker_down(self, worker: int) -> list[str]:
         """Stop routing to ``worker`` and drop what is known of its cache.

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sglang_fair.core import FairOptions, FairScheduler
-from sglang_fair.core.options import DEFAULT_QUANTUM
+from sglang_fair.core.options import DEFAULT_QUANTUM, SettingsUpdate
 from sglang_fair.core.requests import TrackedRequest
 from sglang_fair.router.base import Dispatch, RouterSnapshot
 from sglang_fair.router.d2lpm import check_quantum, check_weight
@@ -226,6 +226,9 @@ class GlobalDLPMRouter(IndexedRouter):
         state.held_requests = sum(len(reqs) for reqs in self.waiting.values())
         state.client_deficits = {c: q for c, q in self.fair.policy.deficits.items()}
         return state
+
+    def update_settings(self, update: SettingsUpdate) -> None:
+        self.fair.update_settings(update)
 
     # ---- placement --------------------------------------------------------------
 

@@ -234,3 +234,17 @@ def test_schedulers_send_nothing_more_for_a_router_that_places_at_once(scheduler
         req.output_ids.append(3)
         router_feedback.report_progress(None, object(), types.SimpleNamespace(reqs=[req]))
     assert scheduler_side() == []
+
+
+def test_a_run_time_settings_change_reaches_the_router_and_the_workers(binding) -> None:
+    from sglang.srt.managers.io_struct import SetInternalStateReq
+
+    change = SetInternalStateReq(server_args={"fair_settings": {"quantum": 777, "client_weights": {"alice": 3}}})
+    binding.receive(change)
+    assert binding.router.fair.settings()["quantum"] == 777.0
+    assert binding.router.fair.options.weight_of("alice") == 3.0
+    assert binding.controller.dispatched == [change]  # SGLang's dispatcher still sends it to every worker
+    bad = SetInternalStateReq(server_args={"fair_settings": {"quantum": -1}})
+    binding.receive(bad)  # refused here (logged); the schedulers refuse it too
+    assert binding.router.fair.settings()["quantum"] == 777.0
+    assert binding.controller.dispatched == [change, bad]

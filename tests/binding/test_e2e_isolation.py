@@ -72,15 +72,15 @@ def test_flood_requests_were_preempted_for_the_light_client(isolated_run):
     flood, _, metrics = isolated_run
     preempted = [r for r in flood if r["meta_info"].get("num_retractions", 0) > 0]
     assert preempted, "no flood request was preempted"
-    assert _metric(metrics, "client_preempted_requests", "flooder") >= 1
-    assert _metric(metrics, "client_recomputed_tokens", "flooder") > 0
-    assert _metric(metrics, "client_preempted_requests", "light") == 0
+    assert _metric(metrics, "client_preempted_requests_total", "flooder") >= 1
+    assert _metric(metrics, "client_recomputed_tokens_total", "flooder") > 0
+    assert _metric(metrics, "client_preempted_requests_total", "light") == 0
 
 
 def test_tokens_are_charged_once_despite_preemption(isolated_run):
     flood, light, metrics = isolated_run
     for client, replies in (("flooder", flood), ("light", light)):
         outputs = sum(r["meta_info"]["completion_tokens"] for r in replies)
-        assert _metric(metrics, "client_output_tokens", client) == outputs
+        assert _metric(metrics, "client_output_tokens_total", client) == outputs
         prompts = sum(r["meta_info"]["prompt_tokens"] for r in replies)
-        assert _metric(metrics, "client_input_tokens", client) == prompts
+        assert _metric(metrics, "client_input_tokens_total", client) == prompts

@@ -45,4 +45,4 @@ def test_running_gauge_returns_to_zero_within_seconds_after_aborted_streams():
                 break
             time.sleep(0.25)
         assert running == 0, f"client_running_requests still {running} on an idle server"
-        assert _gauge(server, "client_output_tokens", "streamer") > 0
+        assert _gauge(server, "client_output_tokens_total", "streamer") > 0

@@ -98,6 +98,9 @@ class Policy(ABC):
         """The policy's per-client state for metrics (VTC counter, DLPM deficit)."""
         return None
 
+    def settings_changed(self) -> None:
+        """``options`` changed at run time (quantum, client weights): re-read what was cached."""
+
     def forget(self, client: str) -> None:
         """Drop all state of an idle client."""
 

@@ -56,6 +56,9 @@ class DLPMPolicy(Policy):
     def forget(self, client: str) -> None:
         self.deficits.pop(client, None)
 
+    def settings_changed(self) -> None:
+        self.quantum = float(self.options.quantum)  # the next CHECKREFILL refills by the new Q^u
+
     def check_refill(self) -> bool:
         """CHECKREFILL: refill if no queued client has a positive deficit.
 

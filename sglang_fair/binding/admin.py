@@ -1,0 +1,98 @@
+"""Run-time admin: read and change the fair settings (quantum, client weights) without a restart.
+
+``GET /fair/settings`` answers each data-parallel rank's settings in force;
+``POST /fair/settings`` with ``{"quantum": Q, "client_weights": {"alice": 2}}``
+changes them on every rank (weights are merged: clients not named keep
+theirs) and answers the new settings. Both need SGLang's admin key
+(``--admin-api-key``, sent as ``Authorization: Bearer KEY``); with no admin
+key configured they answer 403, as SGLang's other admin-only endpoints do.
+
+The change travels SGLang's own admin path, ``SetInternalStateReq``, under
+the key ``fair_settings``: each scheduler validates it again and applies it
+to its FairScheduler, effective from its next scheduling pass, and logs it.
+Under ``--dp`` the router's cluster-wide DLPM (``d2lpm_global``) takes the
+same change as the request passes the data-parallel controller. The settings
+show on ``/server_info`` (``internal_states[i].fair``) and the weights on
+``/metrics`` (``sglang_fair:client_weight``).
+
+Hooks:
+* ``install_admin_routes`` BEFORE ``http_server.launch_server``: the routes.
+* ``accept_fair_settings`` AFTER
+  ``scheduler_components.internal_state.SchedulerInternalStateController._update_handlers``.
+* ``report_fair_settings`` AFTER ``SchedulerInternalStateController.get_internal_state``.
+"""
+
+# No ``from __future__ import annotations``: FastAPI must see the handlers'
+# ``Request`` annotation as the class, and it is imported inside a function.
+import logging
+from http import HTTPStatus
+
+from sglang_fair.binding.schedule_policy import fair_policy
+from sglang_fair.core import OptionError, SettingsUpdate
+
+logger = logging.getLogger(__name__)
+
+SETTINGS_KEY = "fair_settings"  # SetInternalStateReq.server_args key carrying a SettingsUpdate
+ROUTE = "/fair/settings"
+
+
+def install_admin_routes(*args, **kwargs) -> None:
+    from fastapi import Request
+    from fastapi.responses import ORJSONResponse
+    from sglang.srt.entrypoints import http_server
+    from sglang.srt.managers.io_struct import SetInternalStateReq
+    from sglang.srt.utils.auth import AuthLevel, auth_level
+
+    def manager():
+        return http_server._global_state.tokenizer_manager
+
+    async def current() -> list:
+        return [state.get("fair") for state in await manager().get_internal_state()]
+
+    @auth_level(AuthLevel.ADMIN_FORCE)
+    async def read_settings() -> ORJSONResponse:
+        return ORJSONResponse({"ranks": await current()})
+
+    @auth_level(AuthLevel.ADMIN_FORCE)
+    async def change_settings(request: Request) -> ORJSONResponse:
+        try:
+            update = SettingsUpdate.parse(await request.json())
+        except ValueError as exc:  # OptionError, and malformed JSON (json.JSONDecodeError)
+            return ORJSONResponse({"error": str(exc)}, status_code=HTTPStatus.BAD_REQUEST)
+        applied = await manager().set_internal_state(SetInternalStateReq(server_args={SETTINGS_KEY: update.as_json()}))
+        if not all(applied):
+            refused = [rank for rank, ok in enumerate(applied) if not ok]
+            return ORJSONResponse({"error": f"dp ranks {refused} refused the change; see their logs"},
+                                  status_code=HTTPStatus.CONFLICT)
+        return ORJSONResponse({"ranks": await current()})
+
+    http_server.app.add_api_route(ROUTE, read_settings, methods=["GET"])
+    http_server.app.add_api_route(ROUTE, change_settings, methods=["POST", "PUT"])
+    return None
+
+
+def accept_fair_settings(handlers: dict, controller, *args, **kwargs) -> dict:
+    from sglang.srt.managers.scheduler_components.internal_state import UpdateRejected, _UpdateHandler
+
+    def validate(key: str, value) -> None:
+        if fair_policy(controller.scheduler) is None:
+            raise UpdateRejected("fair settings: this scheduler runs no sglang-fair policy")
+        try:
+            SettingsUpdate.parse(value)
+        except OptionError as exc:
+            raise UpdateRejected(str(exc)) from None
+
+    def apply(key: str, value) -> None:
+        policy = fair_policy(controller.scheduler)
+        settings = policy.fair.update_settings(SettingsUpdate.parse(value))
+        logger.info("sglang-fair: settings changed at run time: %s", settings)
+
+    handlers[SETTINGS_KEY] = _UpdateHandler(validate, apply)
+    return handlers
+
+
+def report_fair_settings(result, controller, *args, **kwargs):
+    policy = fair_policy(controller.scheduler)
+    if policy is not None:
+        result.internal_state["fair"] = policy.fair.settings()
+    return result

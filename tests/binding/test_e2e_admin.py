@@ -1,0 +1,91 @@
+"""Run-time admin on the real server: /fair/settings needs the admin key, refuses bad input
+with 400, and a change (quantum, client weight) takes effect on the next requests."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from sglang_fair.testing.server import LocalServer
+
+pytestmark = pytest.mark.server
+
+ADMIN = "admin-secret"
+
+
+def _call(server, path: str, body: dict | None = None, key: str | None = ADMIN, client: str | None = None):
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    if client is not None:
+        headers["X-Client-Id"] = client
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(server.url(path), data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def _series(server, name: str, client: str) -> float | None:
+    with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
+        text = resp.read().decode()
+    found = re.findall(rf'^sglang_fair:{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
+    return float(found[0]) if found else None
+
+
+def _after_request(server, client: str, service_before: float) -> tuple[float, float]:
+    """Send one request as ``client``; (counter, service) once /metrics shows it (refreshed each second)."""
+    status, _ = _call(server, "/generate", {"input_ids": list(range(1, 60)), "sampling_params": {"max_new_tokens": 8}},
+                      key=None, client=client)
+    assert status == 200
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        service = _series(server, "client_service_total", client)
+        running = _series(server, "client_running_requests", client)
+        if service is not None and service > service_before and running == 0:
+            return _series(server, "client_counter", client), service
+        time.sleep(0.25)
+    raise AssertionError(f"/metrics never showed {client}'s request")
+
+
+def test_settings_change_at_run_time_with_the_admin_key_only():
+    args = ["--policy", "dlpm", "--enable-metrics", "--admin-api-key", ADMIN]
+    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True) as server:
+        assert _call(server, "/fair/settings", key=None)[0] == 401
+        assert _call(server, "/fair/settings", key="wrong")[0] == 401
+        status, body = _call(server, "/fair/settings")
+        assert status == 200 and body["ranks"][0]["policy"] == "dlpm"
+
+        status, body = _call(server, "/fair/settings", {"quantum": -3})
+        assert status == 400 and "quantum" in body["error"]
+        status, body = _call(server, "/fair/settings", {"input_weight": 3})
+        assert status == 400 and "input_weight" in body["error"]
+
+        status, body = _call(server, "/fair/settings", {"quantum": 100000, "client_weights": {"alice": 4}})
+        assert status == 200
+        assert body["ranks"][0]["quantum"] == 100000 and body["ranks"][0]["client_weights"] == {"alice": 4.0}
+        _, info = _call(server, "/server_info")
+        assert info["internal_states"][0]["fair"]["client_weights"] == {"alice": 4.0}
+
+        # alice's first request: CHECKREFILL gives her the new Q^u, then charges cost / weight 4.
+        counter, service = _after_request(server, "alice", 0.0)
+        assert counter == pytest.approx(100000 - service / 4)
+        counter2, service2 = _after_request(server, "alice", service)
+        assert counter - counter2 == pytest.approx((service2 - service) / 4)
+        assert _series(server, "client_weight", "alice") == 4.0
+        with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
+            assert re.search(r'^sglang_fair:quantum\{dp_rank="0"\} 100000(\.0)?$', resp.read().decode(), re.M)
+
+
+def test_without_an_admin_key_the_settings_are_closed():
+    with LocalServer(module="sglang_fair.launch_server", extra_args=["--policy", "dlpm"],
+                     skip_tokenizer_init=True) as server:
+        assert _call(server, "/fair/settings", key=None)[0] == 403
+        assert _call(server, "/fair/settings", {"quantum": 5}, key=None)[0] == 403

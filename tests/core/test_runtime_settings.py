@@ -1,0 +1,49 @@
+"""Settings changed while the scheduler runs: parsed at the edge, applied from the next pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from sglang_fair.core import FairOptions, FairScheduler, OptionError, SettingsUpdate
+
+
+@pytest.mark.parametrize("body, named", [
+    (None, "JSON object"),
+    ({}, "JSON object"),
+    ({"quantum": 1, "policy": "vtc"}, "'policy' cannot be changed"),
+    ({"quantum": -5}, "quantum"),
+    ({"quantum": True}, "quantum"),
+    ({"quantum": "big"}, "quantum"),
+    ({"client_weights": ["alice", 2]}, "client_weights"),
+    ({"client_weights": {"alice": 0}}, "client_weights['alice']"),
+    ({"client_weights": {"alice": float("inf")}}, "client_weights['alice']"),
+])
+def test_bad_updates_are_refused_naming_the_field(body, named) -> None:
+    with pytest.raises(OptionError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        SettingsUpdate.parse(body)
+
+
+def test_an_update_round_trips_through_json_with_normalized_client_ids() -> None:
+    update = SettingsUpdate.parse({"quantum": 512, "client_weights": {" alice ": 2, "bob": 0.5}})
+    assert update == SettingsUpdate(512.0, {"alice": 2.0, "bob": 0.5})
+    assert SettingsUpdate.parse(update.as_json()) == update
+    assert SettingsUpdate.parse({"client_weights": {"carol": 3}}).quantum is None
+
+
+def test_weights_merge_and_apply_to_the_next_charge() -> None:
+    fair = FairScheduler(FairOptions(policy="vtc", client_weights={"alice": 2.0, "bob": 3.0}))
+    settings = fair.update_settings(SettingsUpdate.parse({"client_weights": {"alice": 4}}))
+    assert settings["client_weights"] == {"alice": 4.0, "bob": 3.0}  # bob keeps his
+    req = fair.enqueue("r", "alice", 100)
+    before = fair.policy.counter("alice")
+    cost = fair.admit(req, 0)
+    assert fair.policy.counter("alice") - before == pytest.approx(cost / 4)
+
+
+def test_dlpm_refills_by_the_new_quantum() -> None:
+    fair = FairScheduler(FairOptions(policy="dlpm", quantum=100))
+    fair.update_settings(SettingsUpdate.parse({"quantum": 5000}))
+    req = fair.enqueue("r", "alice", 10)
+    assert [r.rid for r in fair.walk(fair.order([req]))] == ["r"]  # CHECKREFILL gave alice Q^u
+    assert fair.policy.counter("alice") == 5000.0
+    assert fair.settings()["quantum"] == 5000.0
