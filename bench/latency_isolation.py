@@ -15,7 +15,7 @@ Prints per system the light client's mean and p99 latency idle and under the
 flood, their ratio, the flood's makespan and the total output throughput as
 ratios to plain dlpm measured in the same run, the requests preempted
 (SGLang's per-request retraction count) and the tokens recomputed (the
-server's ``sglang_fair:client_recomputed_tokens_total``). Every request must get
+server's ``sglang_fair_client_recomputed_tokens_total``). Every request must get
 exactly one answer. Targets (isolation): light latency under flood <= 3x
 idle; flood makespan <= 1.1x and throughput >= 0.95x plain dlpm's.
 
@@ -137,7 +137,7 @@ async def _flood_phase(url: str, shape: Shape, seed: int, rep: Rep) -> None:
 def _recomputed(url: str) -> float:
     with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
         text = resp.read().decode()
-    return sum(float(m.group(1)) for m in re.finditer(r"^sglang_fair:client_recomputed_tokens_total\{[^}]*\} (\S+)$", text, re.M))
+    return sum(float(m.group(1)) for m in re.finditer(r"^sglang_fair_client_recomputed_tokens_total\{[^}]*\} (\S+)$", text, re.M))
 
 
 def run_all(systems: list[str], shape: Shape, reps: int, slots: int, log_dir: Path) -> dict[str, list[Rep]]:

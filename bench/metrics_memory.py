@@ -8,7 +8,7 @@ Starts the tiny CPU server (``--policy dlpm --enable-metrics``, a short
 * past the idle timeout: ``--fair-idle-timeout`` + 5 s later, idle.
 
 Each point reports the scheduler's RSS, the ``/metrics`` body size, the number
-of ``sglang_fair:`` series and of distinct ``client`` labels on it, and the
+of ``sglang_fair_`` series and of distinct ``client`` labels on it, and the
 size of SGLang's Prometheus directory. Ratios are to the start, measured in
 the same run; the target is RSS and series back within 10% of the start past
 the idle timeout (PASS/FAIL). Every request must get exactly one answer.
@@ -79,7 +79,7 @@ def _dir_bytes(path: str | None) -> int:
 def measure(server: LocalServer, scheduler: psutil.Process, prometheus_dir: str | None) -> dict:
     with urllib.request.urlopen(server.url("/metrics"), timeout=60) as resp:
         text = resp.read().decode()
-    ours = [line for line in text.splitlines() if line.startswith("sglang_fair:")]
+    ours = [line for line in text.splitlines() if line.startswith("sglang_fair_")]
     clients = {m.group(1) for line in ours if (m := re.search(r'client="([^"]*)"', line))}
     return {"rss_mb": scheduler.memory_info().rss / 2**20, "metrics_kb": len(text.encode()) / 1024,
             "fair_series": len(ours), "client_labels": len(clients), "prometheus_dir_kb": _dir_bytes(prometheus_dir) / 1024}

@@ -13,7 +13,7 @@ to its FairScheduler, effective from its next scheduling pass, and logs it.
 Under ``--dp`` the router's cluster-wide DLPM (``d2lpm_global``) takes the
 same change as the request passes the data-parallel controller. The settings
 show on ``/server_info`` (``internal_states[i].fair``) and the weights on
-``/metrics`` (``sglang_fair:client_weight``).
+``/metrics`` (``sglang_fair_client_weight``).
 
 Hooks:
 * ``install_admin_routes`` BEFORE ``http_server.launch_server``: the routes.

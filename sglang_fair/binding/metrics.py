@@ -4,20 +4,20 @@ Labelled ``client`` and ``dp_rank`` (one scheduler per rank), refreshed at
 most once a second from the FairScheduler. Counters (cumulative since the
 client was first seen, or last forgotten as idle):
 
-* ``sglang_fair:client_input_tokens_total`` / ``client_cached_tokens_total`` /
+* ``sglang_fair_client_input_tokens_total`` / ``client_cached_tokens_total`` /
   ``client_output_tokens_total``: tokens served;
-* ``sglang_fair:client_service_total``: cost-weighted service received;
-* ``sglang_fair:client_preempted_requests_total``: running requests whose
+* ``sglang_fair_client_service_total``: cost-weighted service received;
+* ``sglang_fair_client_preempted_requests_total``: running requests whose
   slot latency isolation took (``--fair-isolation``);
-* ``sglang_fair:client_recomputed_tokens_total``: tokens prefilled again after
+* ``sglang_fair_client_recomputed_tokens_total``: tokens prefilled again after
   a retraction or preemption (waste, not service).
 
-Gauges: ``sglang_fair:client_counter`` (the policy's state: VTC counter, DLPM
+Gauges: ``sglang_fair_client_counter`` (the policy's state: VTC counter, DLPM
 deficit; absent for policies without one), ``client_queued_requests``,
 ``client_running_requests``, ``client_weight`` (in force: set at start or at
-run time, binding/admin.py); and, per rank only, ``sglang_fair:quantum``. Histograms (seconds, from the request's arrival
+run time, binding/admin.py); and, per rank only, ``sglang_fair_quantum``. Histograms (seconds, from the request's arrival
 in the scheduler's queue; under ``--dp`` time held in the router is not
-included): ``sglang_fair:client_queue_time_seconds`` (to first admission),
+included): ``sglang_fair_client_queue_time_seconds`` (to first admission),
 ``client_time_to_first_token_seconds``, ``client_e2e_request_latency_seconds``.
 
 Memory stays bounded whatever the number of distinct clients. SGLang serves
@@ -122,13 +122,13 @@ class ClientMetrics:
         and ``quantum`` (the policy's Q^u in force)."""
         by_kind: dict[str, list[tuple[str, str, dict[str, str], str, float]]] = {kind: [] for kind in _FILE_PREFIX}
         if quantum is not None:
-            by_kind["gauge"].append(("sglang_fair:quantum", "sglang_fair:quantum", {"dp_rank": self.dp_rank},
+            by_kind["gauge"].append(("sglang_fair_quantum", "sglang_fair_quantum", {"dp_rank": self.dp_rank},
                                      "Quantum Q^u in force (DLPM refill); set at start or at run time", quantum))
         for client, row in cap_clients(values, self.max_clients).items():
             labels = {"client": client, "dp_rank": self.dp_rank}
             for name, value in row.items():
                 kind, help_text = SERIES[name]
-                metric = f"sglang_fair:{name}"
+                metric = f"sglang_fair_{name}"
                 out = by_kind[kind]
                 if kind == "gauge":
                     out.append((metric, metric, labels, help_text, value))

@@ -3,22 +3,22 @@
 Refreshed at most once a second from ``Router.snapshot()``; labelled
 ``dp_rank`` (the worker) and, for per-client state, ``client``:
 
-* ``sglang_fair:router_inflight_requests``: dispatched and not yet finished;
+* ``sglang_fair_router_inflight_requests``: dispatched and not yet finished;
   the queue size the router balances on (it only falls when completions
   arrive over the side channel);
-* ``sglang_fair:router_worker_alive``: 1, or 0 once the worker died;
-* ``sglang_fair:router_cached_tokens``: tokens the global prefix index
+* ``sglang_fair_router_worker_alive``: 1, or 0 once the worker died;
+* ``sglang_fair_router_cached_tokens``: tokens the global prefix index
   believes the worker caches (routers with an index);
-* ``sglang_fair:router_client_deficit``: D²LPM's deficit q_{i,w} of each
+* ``sglang_fair_router_client_deficit``: D²LPM's deficit q_{i,w} of each
   client on each worker;
-* ``sglang_fair:router_unrouted_requests``: requests placed on a random live
+* ``sglang_fair_router_unrouted_requests``: requests placed on a random live
   worker, untracked, because the router raised.
 
 Routers that hold requests (``d2lpm_global``) add:
 
-* ``sglang_fair:router_held_requests``: requests waiting in the router for a
+* ``sglang_fair_router_held_requests``: requests waiting in the router for a
   worker with room;
-* ``sglang_fair:router_client_global_deficit``: the one cluster-wide deficit
+* ``sglang_fair_router_client_global_deficit``: the one cluster-wide deficit
   counter of each client (labelled ``client``).
 
 The per-client series are written whole on each refresh to a multiprocess
@@ -42,9 +42,9 @@ _PER_WORKER = {
 }
 
 
-_DEFICIT = "sglang_fair:router_client_deficit"
+_DEFICIT = "sglang_fair_router_client_deficit"
 _DEFICIT_HELP = "D2LPM deficit of a client on a worker"
-_GLOBAL_DEFICIT = "sglang_fair:router_client_global_deficit"
+_GLOBAL_DEFICIT = "sglang_fair_router_client_global_deficit"
 _GLOBAL_DEFICIT_HELP = "Cluster-wide deficit of a client (late-binding router)"
 
 
@@ -56,7 +56,7 @@ class RouterMetrics:
         registry = registry or prometheus_client.REGISTRY
 
         def gauge(name: str, doc: str, labels: list[str]):
-            return prometheus_client.Gauge(f"sglang_fair:{name}", doc, labels, registry=registry,
+            return prometheus_client.Gauge(f"sglang_fair_{name}", doc, labels, registry=registry,
                                            multiprocess_mode="mostrecent")
 
         self.per_worker = {name: gauge(name, doc, ["dp_rank"]) for name, doc in _PER_WORKER.items()}

@@ -19,7 +19,7 @@ def _scrape(directory) -> dict[tuple[str, str], float]:
     registry = prometheus_client.CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=str(directory))
     return {(sample.name, sample.labels.get("client")): sample.value
-            for metric in registry.collect() for sample in metric.samples if sample.name.startswith("sglang_fair:")}
+            for metric in registry.collect() for sample in metric.samples if sample.name.startswith("sglang_fair_")}
 
 
 def _scheduler_with(clients: list[str], now: list[float] | None = None) -> FairScheduler:
@@ -36,8 +36,8 @@ def test_series_follow_the_clients_the_scheduler_knows(tmp_path) -> None:
     fair = _scheduler_with(["alice", "bob"], now)
     metrics.write(client_values(fair))
     scraped = _scrape(tmp_path)
-    assert scraped[("sglang_fair:client_queued_requests", "alice")] == 1
-    assert ("sglang_fair:client_counter", "bob") in scraped
+    assert scraped[("sglang_fair_client_queued_requests", "alice")] == 1
+    assert ("sglang_fair_client_counter", "bob") in scraped
     for tracked in list(fair.requests.values()):
         if tracked.client == "bob":
             fair.finish(tracked)
@@ -46,7 +46,7 @@ def test_series_follow_the_clients_the_scheduler_knows(tmp_path) -> None:
     metrics.write(client_values(fair))
     scraped = _scrape(tmp_path)
     assert not [key for key in scraped if key[1] == "bob"]  # really gone, not only hidden
-    assert scraped[("sglang_fair:client_queued_requests", "alice")] == 1
+    assert scraped[("sglang_fair_client_queued_requests", "alice")] == 1
     # One file per kind, no temporary file left.
     assert sorted(os.listdir(tmp_path)) == ["counter_sglangfair-dp0.db", "gauge_mostrecent_sglangfair-dp0.db",
                                             "histogram_sglangfair-dp0.db"]
@@ -72,7 +72,7 @@ def test_clients_beyond_the_cap_are_summed_under_one_label(tmp_path) -> None:
     assert capped[OVERFLOW_CLIENT] == {"client_service": float(sum(range(8))), "client_queued_requests": 0.0}
     metrics = ClientMetrics(1, directory=str(tmp_path), max_clients=3)
     metrics.write(values)
-    assert _scrape(tmp_path)[("sglang_fair:client_service_total", OVERFLOW_CLIENT)] == 28.0
+    assert _scrape(tmp_path)[("sglang_fair_client_service_total", OVERFLOW_CLIENT)] == 28.0
 
 
 def test_a_bad_cap_is_refused(monkeypatch, tmp_path) -> None:
@@ -98,20 +98,20 @@ def test_totals_are_counters_and_latencies_histograms(tmp_path) -> None:
     ClientMetrics(0, directory=str(tmp_path)).write(client_values(fair))
     registry = prometheus_client.CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=str(tmp_path))
-    families = {m.name: m for m in registry.collect() if m.name.startswith("sglang_fair:")}
-    assert families["sglang_fair:client_output_tokens"].type == "counter"
-    assert families["sglang_fair:client_queued_requests"].type == "gauge"
+    families = {m.name: m for m in registry.collect() if m.name.startswith("sglang_fair_")}
+    assert families["sglang_fair_client_output_tokens"].type == "counter"
+    assert families["sglang_fair_client_queued_requests"].type == "gauge"
     samples = {(s.name, s.labels.get("le")): s.value for m in families.values() for s in m.samples}
-    assert samples[("sglang_fair:client_output_tokens_total", None)] == 3
-    assert samples[("sglang_fair:client_input_tokens_total", None)] == 10
-    e2e = "sglang_fair:client_e2e_request_latency_seconds"
+    assert samples[("sglang_fair_client_output_tokens_total", None)] == 3
+    assert samples[("sglang_fair_client_input_tokens_total", None)] == 10
+    e2e = "sglang_fair_client_e2e_request_latency_seconds"
     assert families[e2e].type == "histogram"
     # Cumulative buckets as Prometheus expects them: 2.0 s falls in (1.0, 2.5].
     assert samples[(f"{e2e}_bucket", "1.0")] == 0 and samples[(f"{e2e}_bucket", "2.5")] == 1
     assert samples[(f"{e2e}_bucket", "+Inf")] == 1 and samples[(f"{e2e}_count", None)] == 1
     assert samples[(f"{e2e}_sum", None)] == pytest.approx(2.0)
-    assert samples[("sglang_fair:client_queue_time_seconds_sum", None)] == pytest.approx(0.3)
-    assert samples[("sglang_fair:client_time_to_first_token_seconds_sum", None)] == pytest.approx(0.5)
+    assert samples[("sglang_fair_client_queue_time_seconds_sum", None)] == pytest.approx(0.3)
+    assert samples[("sglang_fair_client_time_to_first_token_seconds_sum", None)] == pytest.approx(0.5)
 
 
 def test_overflow_clients_latencies_are_merged(tmp_path) -> None:

@@ -104,13 +104,13 @@ def test_router_state_is_on_metrics(server: LocalServer) -> None:
     while True:
         with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
             text = reply.read().decode()
-        inflight = re.findall(r'^sglang_fair:router_inflight_requests\{dp_rank="(\d)"\} (\S+)$', text, re.M)
+        inflight = re.findall(r'^sglang_fair_router_inflight_requests\{dp_rank="(\d)"\} (\S+)$', text, re.M)
         if sorted(inflight) == [("0", "0.0"), ("1", "0.0")] or time.monotonic() > deadline:
             break
         time.sleep(1)
     assert sorted(inflight) == [("0", "0.0"), ("1", "0.0")], inflight
-    assert re.search(r'^sglang_fair:router_client_deficit\{client="alice",dp_rank="\d"\} ', text, re.M)
-    assert re.search(r'^sglang_fair:router_worker_alive\{dp_rank="1"\} 1\.0$', text, re.M)
+    assert re.search(r'^sglang_fair_router_client_deficit\{client="alice",dp_rank="\d"\} ', text, re.M)
+    assert re.search(r'^sglang_fair_router_worker_alive\{dp_rank="1"\} 1\.0$', text, re.M)
 
 
 def _worker_pids(server: LocalServer) -> dict[int, int]:
@@ -132,7 +132,7 @@ def _post(server: LocalServer, ids: list[int], client: str, max_new: int) -> tup
 
 def _wait_for_inflight(server: LocalServer, rank: int, timeout_s: float = 60.0) -> None:
     """Until the router's gauge shows requests in flight on ``rank``."""
-    pattern = re.compile(rf'^sglang_fair:router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$', re.M)
+    pattern = re.compile(rf'^sglang_fair_router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$', re.M)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:

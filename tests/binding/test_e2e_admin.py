@@ -36,7 +36,7 @@ def _call(server, path: str, body: dict | None = None, key: str | None = ADMIN, 
 def _series(server, name: str, client: str) -> float | None:
     with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
         text = resp.read().decode()
-    found = re.findall(rf'^sglang_fair:{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
+    found = re.findall(rf'^sglang_fair_{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
     return float(found[0]) if found else None
 
 
@@ -81,7 +81,7 @@ def test_settings_change_at_run_time_with_the_admin_key_only():
         assert counter - counter2 == pytest.approx((service2 - service) / 4)
         assert _series(server, "client_weight", "alice") == 4.0
         with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
-            assert re.search(r'^sglang_fair:quantum\{dp_rank="0"\} 100000(\.0)?$', resp.read().decode(), re.M)
+            assert re.search(r'^sglang_fair_quantum\{dp_rank="0"\} 100000(\.0)?$', resp.read().decode(), re.M)
 
 
 def test_without_an_admin_key_the_settings_are_closed():

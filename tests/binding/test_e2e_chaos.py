@@ -67,7 +67,7 @@ def _worker_pids(server: LocalServer) -> dict[int, int]:
 
 def _inflight(server: LocalServer, rank: int) -> float:
     with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
-        found = re.search(rf'^sglang_fair:router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$',
+        found = re.search(rf'^sglang_fair_router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$',
                           reply.read().decode(), re.M)
     return float(found.group(1)) if found else 0.0
 

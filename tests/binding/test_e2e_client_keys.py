@@ -46,7 +46,7 @@ def test_the_key_decides_who_is_charged(tmp_path):
         for _ in range(20):  # gauges refresh once a second
             with urllib.request.urlopen(server.url("/metrics"), timeout=30) as reply:
                 text = reply.read().decode()
-            pattern = r'^sglang_fair:client_output_tokens_total\{client="([^"]+)"[^}]*\} (\S+)$'
+            pattern = r'^sglang_fair_client_output_tokens_total\{client="([^"]+)"[^}]*\} (\S+)$'
             outputs = dict(re.findall(pattern, text, re.M))
             if all(float(outputs.get(client, 0)) >= 2.0 for client in ("alice", "bob")):
                 break

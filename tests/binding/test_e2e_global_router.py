@@ -68,8 +68,8 @@ def _shims() -> str:
 class RouterWatcher(threading.Thread):
     """Polls the router's gauges on /metrics; keeps the most requests held, and in flight on a worker."""
 
-    HELD = re.compile(r"^sglang_fair:router_held_requests(?:\{\})? (\S+)$", re.M)
-    INFLIGHT = re.compile(r'^sglang_fair:router_inflight_requests\{dp_rank="\d"\} (\S+)$', re.M)
+    HELD = re.compile(r"^sglang_fair_router_held_requests(?:\{\})? (\S+)$", re.M)
+    INFLIGHT = re.compile(r'^sglang_fair_router_inflight_requests\{dp_rank="\d"\} (\S+)$', re.M)
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)

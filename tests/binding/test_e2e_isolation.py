@@ -43,7 +43,7 @@ async def _traffic(url: str) -> tuple[list[dict], list[dict]]:
 
 
 def _metric(text: str, name: str, client: str) -> float:
-    found = re.findall(rf'^sglang_fair:{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
+    found = re.findall(rf'^sglang_fair_{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
     assert found, f"{name} for {client} not on /metrics"
     return sum(float(v) for v in found)
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.server
 def _gauge(server, name: str, client: str) -> float | None:
     with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
         text = resp.read().decode()
-    found = re.findall(rf'^sglang_fair:{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
+    found = re.findall(rf'^sglang_fair_{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
     return sum(float(v) for v in found) if found else None
 
 

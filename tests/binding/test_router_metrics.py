@@ -15,11 +15,11 @@ from sglang_fair.router import make_router  # noqa: E402
 
 def _reader(registry, directory):
     def value(name: str, **labels) -> float | None:
-        found = registry.get_sample_value(f"sglang_fair:{name}", labels)
+        found = registry.get_sample_value(f"sglang_fair_{name}", labels)
         if found is None:
             files = prometheus_client.CollectorRegistry()
             multiprocess.MultiProcessCollector(files, path=str(directory))
-            found = files.get_sample_value(f"sglang_fair:{name}", labels)
+            found = files.get_sample_value(f"sglang_fair_{name}", labels)
         return found
 
     return value
@@ -53,8 +53,8 @@ def test_refresh_is_rate_limited(tmp_path) -> None:
     metrics.maybe_update(router, 0)
     router.route("a", "c", [1, 2, 3], 4)
     metrics.maybe_update(router, 0)  # within the hour: not refreshed
-    assert registry.get_sample_value("sglang_fair:router_inflight_requests", {"dp_rank": "0"}) == 0
-    assert registry.get_sample_value("sglang_fair:router_cached_tokens", {"dp_rank": "0"}) is None  # no index
+    assert registry.get_sample_value("sglang_fair_router_inflight_requests", {"dp_rank": "0"}) == 0
+    assert registry.get_sample_value("sglang_fair_router_cached_tokens", {"dp_rank": "0"}) is None  # no index
 
 
 def test_a_holding_router_exports_held_requests_and_cluster_deficits(tmp_path) -> None:

@@ -98,4 +98,4 @@ def test_server_from_patched_tree_schedules_with_dlpm(patched_tree):
         assert "schedule policy dlpm (gated" in Path(server.log_path).read_text()
         metrics = urllib.request.urlopen(server.url("/metrics"), timeout=60).read().decode()
         # Metrics refresh at most once a second, after a batch: alice's are there by now.
-        assert 'sglang_fair:client_input_tokens_total{client="alice"' in metrics
+        assert 'sglang_fair_client_input_tokens_total{client="alice"' in metrics
