@@ -1,20 +1,48 @@
 #!/usr/bin/env bash
 # Install sglang-fair on a GPU machine: SGLang 0.5.23 with its normal
 # dependencies (CUDA torch, sglang-kernel, FlashInfer, ...), then the project
-# with Ray (for --use-ray).
+# with Ray (for --use-ray), then a smoke test of the result.
 # Not for CPU-only machines (use scripts/install_cpu.sh), and never together
 # with support/cpu_shims, which would shadow the real sgl_kernel/torchvision.
 #
 #   scripts/install_gpu.sh              # into ./.venv of the repository
 #   VENV=/path/to/venv scripts/install_gpu.sh
+#   VENV=/path/to/existing/sglang/venv scripts/install_gpu.sh   # beside an SGLang 0.5.23 already there
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$REPO/.venv}"
 PYTHON="${PYTHON:-python3}"
+SGLANG_PIN="sglang==0.5.23"
+
+fail() { echo "install_gpu: $*" >&2; exit 1; }
 
 if [[ ! -x "$VENV/bin/python" ]]; then
+    # SGLang 0.5.23 needs Python >= 3.11; say so before pip fails on it.
+    "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        || fail "$PYTHON is $("$PYTHON" -V 2>&1); SGLang 0.5.23 needs Python >= 3.11 (set PYTHON=python3.11)"
+    echo "install_gpu: creating venv $VENV"
     "$PYTHON" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install "sglang==0.5.23"
+"$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || fail "$VENV runs $("$VENV/bin/python" -V 2>&1); SGLang 0.5.23 needs Python >= 3.11"
+if "$VENV/bin/python" -m pip show sglang-fair-cpu-shims >/dev/null 2>&1; then
+    fail "$VENV has the CPU stand-ins of scripts/install_cpu.sh; use a fresh VENV for the GPU install"
+fi
+command -v nvidia-smi >/dev/null || echo "install_gpu: warning: no nvidia-smi on PATH; is this a GPU machine?" >&2
+
+"$VENV/bin/python" -m pip install "$SGLANG_PIN"
 "$VENV/bin/python" -m pip install -e "$REPO[test,ray]"
+
+echo "install_gpu: smoke test"
+"$VENV/bin/python" - <<'PY'
+import torch
+
+from sglang_fair.binding.version import check_sglang
+
+version = check_sglang()  # raises, naming the release, if the binding does not support it
+print(f"install_gpu: sglang {version}, torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
+PY
+"$VENV/bin/python" -m sglang_fair.launch_server --help | grep -q -- "--fair-quantum" \
+    || fail "launch_server --help does not list the fair options: the plugin did not load"
+echo "install_gpu: ok"
