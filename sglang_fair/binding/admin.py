@@ -1,9 +1,10 @@
-"""Run-time admin: read and change the fair settings (quantum, client weights) without a restart.
+"""Run-time admin: read and change the fair settings without a restart.
 
 ``GET /fair/settings`` answers each data-parallel rank's settings in force;
-``POST /fair/settings`` with ``{"quantum": Q, "client_weights": {"alice": 2}}``
-changes them on every rank (weights are merged: clients not named keep
-theirs) and answers the new settings. Both need SGLang's admin key
+``POST /fair/settings`` with ``{"quantum": Q, "client_weights": {"alice": 2},
+"throttle": {"user_limit": 100}}`` changes them on every rank (weights and
+per-client limits are merged: clients not named keep theirs; throttle limits
+only where the policy throttles, FairServe) and answers the new settings. Both need SGLang's admin key
 (``--admin-api-key``, sent as ``Authorization: Bearer KEY``); with no admin
 key configured they answer 403, as SGLang's other admin-only endpoints do.
 
@@ -59,6 +60,11 @@ def install_admin_routes(*args, **kwargs) -> None:
             update = SettingsUpdate.parse(await request.json())
         except ValueError as exc:  # OptionError, and malformed JSON (json.JSONDecodeError)
             return ORJSONResponse({"error": str(exc)}, status_code=HTTPStatus.BAD_REQUEST)
+        if update.throttle:
+            unthrottled = sorted({rank["policy"] for rank in await current() if rank and "throttle" not in rank})
+            if unthrottled:
+                return ORJSONResponse({"error": f"throttle limits apply to fairserve; this server runs "
+                                                f"{', '.join(unthrottled)}"}, status_code=HTTPStatus.BAD_REQUEST)
         applied = await manager().set_internal_state(SetInternalStateReq(server_args={SETTINGS_KEY: update.as_json()}))
         if not all(applied):
             refused = [rank for rank, ok in enumerate(applied) if not ok]
@@ -75,12 +81,15 @@ def accept_fair_settings(handlers: dict, controller, *args, **kwargs) -> dict:
     from sglang.srt.managers.scheduler_components.internal_state import UpdateRejected, _UpdateHandler
 
     def validate(key: str, value) -> None:
-        if fair_policy(controller.scheduler) is None:
+        policy = fair_policy(controller.scheduler)
+        if policy is None:
             raise UpdateRejected("fair settings: this scheduler runs no sglang-fair policy")
         try:
-            SettingsUpdate.parse(value)
+            update = SettingsUpdate.parse(value)
         except OptionError as exc:
             raise UpdateRejected(str(exc)) from None
+        if update.throttle and policy.fair.policy.throttle_settings() is None:
+            raise UpdateRejected(f"fair settings: policy {policy.fair.options.policy} does not throttle")
 
     def apply(key: str, value) -> None:
         policy = fair_policy(controller.scheduler)

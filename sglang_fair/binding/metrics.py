@@ -15,10 +15,16 @@ client was first seen, or last forgotten as idle):
 Gauges: ``sglang_fair_client_counter`` (the policy's state: VTC counter, DLPM
 deficit; absent for policies without one), ``client_queued_requests``,
 ``client_running_requests``, ``client_weight`` (in force: set at start or at
-run time, binding/admin.py); and, per rank only, ``sglang_fair_quantum``. Histograms (seconds, from the request's arrival
-in the scheduler's queue; under ``--dp`` time held in the router is not
-included): ``sglang_fair_client_queue_time_seconds`` (to first admission),
+run time, binding/admin.py); and, per rank only, ``sglang_fair_quantum``.
+Histograms (seconds, from the request's arrival in the scheduler's queue;
+under ``--dp`` time held in the router is not included):
+``sglang_fair_client_queue_time_seconds`` (to first admission),
 ``client_time_to_first_token_seconds``, ``client_e2e_request_latency_seconds``.
+
+Names use ``_`` where SGLang uses ``:``: prometheus_client 0.26 (SGLang
+0.5.23's) writes sample names with colons as underscores in the OpenMetrics
+format Prometheus asks for, so ``:`` names would not reach Prometheus as
+written (docs/configuration.md).
 
 Memory stays bounded whatever the number of distinct clients. SGLang serves
 ``/metrics`` from prometheus_client's multiprocess files, where a removed

@@ -219,14 +219,22 @@ class FairScheduler:
     def settings(self) -> dict:
         """The settings in force: what an operator reads, and may change with ``update_settings``."""
         o = self.options
-        return {"policy": o.policy, "quantum": o.quantum, "input_weight": o.input_weight,
-                "output_weight": o.output_weight, "client_weights": dict(o.client_weights)}
+        out = {"policy": o.policy, "quantum": o.quantum, "input_weight": o.input_weight,
+               "output_weight": o.output_weight, "client_weights": dict(o.client_weights)}
+        throttle = self.policy.throttle_settings()
+        if throttle is not None:
+            out["throttle"] = throttle
+        return out
 
     def update_settings(self, update: SettingsUpdate) -> dict:
         """Apply ``update`` from the next scheduling pass on; returns ``settings()``.
 
         Charges already made stand; a new quantum applies from the next refill.
+        Throttle limits on a policy that does not throttle raise ``OptionError``,
+        before anything changed.
         """
+        if update.throttle:
+            self.policy.update_throttle(update.throttle)
         if update.quantum is not None:
             self.options.quantum = update.quantum
         self.options.client_weights = {**self.options.client_weights, **update.client_weights}

@@ -81,7 +81,8 @@ class FairOptions:
         return self.client_weights.get(client, 1.0)
 
 
-RUNTIME_SETTINGS = ("quantum", "client_weights")
+RUNTIME_SETTINGS = ("quantum", "client_weights", "throttle")
+THROTTLE_SETTINGS = ("overload_kv_usage", "user_limit", "user_limits")  # FairServe's limits
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,14 @@ class SettingsUpdate:
     """A change of settings while the server runs (``FairScheduler.update_settings``).
 
     ``client_weights`` is merged into the current weights: clients not named
-    keep theirs; weight 1 is the default.
+    keep theirs; weight 1 is the default. ``throttle`` changes FairServe's
+    limits (``THROTTLE_SETTINGS``; ``user_limits`` merged like the weights,
+    ``user_limit`` None = no limit).
     """
 
     quantum: float | None = None
     client_weights: dict[str, float] = field(default_factory=dict)
+    throttle: dict = field(default_factory=dict)
 
     @classmethod
     def parse(cls, body: object) -> SettingsUpdate:
@@ -103,7 +107,7 @@ class SettingsUpdate:
         unknown = sorted(set(body) - set(RUNTIME_SETTINGS))
         if unknown:
             raise OptionError(f"fair settings: {', '.join(map(repr, unknown))} cannot be changed at run time; "
-                              f"only {' and '.join(RUNTIME_SETTINGS)} can")
+                              f"only {', '.join(RUNTIME_SETTINGS)} can")
         quantum = body.get("quantum")
         if quantum is not None:
             _positive("quantum", quantum)
@@ -114,13 +118,43 @@ class SettingsUpdate:
         for raw, weight in weights.items():
             _positive(f"client_weights[{raw!r}]", weight)
             clean[normalize_client_id(raw)] = float(weight)
-        return cls(None if quantum is None else float(quantum), clean)
+        return cls(None if quantum is None else float(quantum), clean, _throttle(body.get("throttle", {})))
 
     def as_json(self) -> dict:
-        out: dict = {"client_weights": dict(self.client_weights)}
+        out: dict = {"client_weights": dict(self.client_weights), "throttle": dict(self.throttle)}
         if self.quantum is not None:
             out["quantum"] = self.quantum
         return out
+
+
+def _throttle(body: object) -> dict:
+    if not isinstance(body, dict):
+        raise OptionError(f"throttle must be an object with {', '.join(THROTTLE_SETTINGS)}")
+    unknown = sorted(set(body) - set(THROTTLE_SETTINGS))
+    if unknown:
+        raise OptionError(f"throttle: {', '.join(map(repr, unknown))} cannot be changed at run time; "
+                          f"only {', '.join(THROTTLE_SETTINGS)} can")
+    out = dict(body)
+    if "overload_kv_usage" in out:
+        usage = out["overload_kv_usage"]
+        if isinstance(usage, bool) or not isinstance(usage, (int, float)) or not 0 <= usage <= 1:
+            raise OptionError(f"throttle.overload_kv_usage must be a fraction in [0, 1], got {usage!r}")
+        out["overload_kv_usage"] = float(usage)
+    if "user_limit" in out and out["user_limit"] is not None:
+        _request_limit("throttle.user_limit", out["user_limit"])
+    limits = out.get("user_limits", {})
+    if not isinstance(limits, dict):
+        raise OptionError("throttle.user_limits must be an object of client id -> requests per window")
+    for raw, limit in limits.items():
+        _request_limit(f"throttle.user_limits[{raw!r}]", limit)
+    if "user_limits" in out:
+        out["user_limits"] = {normalize_client_id(raw): limit for raw, limit in limits.items()}
+    return out
+
+
+def _request_limit(option: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise OptionError(f"{option} must be an integer >= 1 (requests per window), got {value!r}")
 
 
 def parse_client_weights(text: str | None) -> dict[str, float]:

@@ -36,6 +36,7 @@ tests/router/test_global_dlpm.py checks it on randomized traces.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -228,7 +229,8 @@ class GlobalDLPMRouter(IndexedRouter):
         return state
 
     def update_settings(self, update: SettingsUpdate) -> None:
-        self.fair.update_settings(update)
+        # Throttle limits are the workers' (FairServe refuses arrivals there); the router's DLPM takes the rest.
+        self.fair.update_settings(dataclasses.replace(update, throttle={}))
 
     # ---- placement --------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Run-time admin on the real server: /fair/settings needs the admin key, refuses bad input
-with 400, and a change (quantum, client weight) takes effect on the next requests."""
+with 400, and a change (quantum, client weight, FairServe's limits) takes effect on the next
+requests."""
 
 from __future__ import annotations
 
@@ -67,6 +68,8 @@ def test_settings_change_at_run_time_with_the_admin_key_only():
         assert status == 400 and "quantum" in body["error"]
         status, body = _call(server, "/fair/settings", {"input_weight": 3})
         assert status == 400 and "input_weight" in body["error"]
+        status, body = _call(server, "/fair/settings", {"throttle": {"user_limit": 2}})
+        assert status == 400 and "fairserve" in body["error"]  # dlpm does not throttle
 
         status, body = _call(server, "/fair/settings", {"quantum": 100000, "client_weights": {"alice": 4}})
         assert status == 200
@@ -82,6 +85,21 @@ def test_settings_change_at_run_time_with_the_admin_key_only():
         assert _series(server, "client_weight", "alice") == 4.0
         with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
             assert re.search(r'^sglang_fair_quantum\{dp_rank="0"\} 100000(\.0)?$', resp.read().decode(), re.M)
+
+
+def test_fairserve_throttle_limits_change_at_run_time():
+    args = ["--policy", "fairserve", "--admin-api-key", ADMIN]
+    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True) as server:
+        generate = {"input_ids": list(range(1, 30)), "sampling_params": {"max_new_tokens": 2}}
+        assert [_call(server, "/generate", generate, key=None, client="alice")[0] for _ in range(3)] == [200] * 3
+        # Overloaded whatever the KV use, and one request per window each: alice's next is refused.
+        status, body = _call(server, "/fair/settings", {"throttle": {"overload_kv_usage": 0.0, "user_limit": 1}})
+        assert status == 200 and body["ranks"][0]["throttle"]["user_limit"] == 1
+        assert _call(server, "/generate", generate, key=None, client="alice")[0] == 429
+        assert _call(server, "/generate", generate, key=None, client="bob")[0] == 200  # his first in the window
+        status, body = _call(server, "/fair/settings", {"throttle": {"user_limits": {"alice": 100}}})
+        assert status == 200 and body["ranks"][0]["throttle"]["user_limits"] == {"alice": 100}
+        assert _call(server, "/generate", generate, key=None, client="alice")[0] == 200
 
 
 def test_without_an_admin_key_the_settings_are_closed():

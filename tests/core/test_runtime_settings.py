@@ -47,3 +47,33 @@ def test_dlpm_refills_by_the_new_quantum() -> None:
     assert [r.rid for r in fair.walk(fair.order([req]))] == ["r"]  # CHECKREFILL gave alice Q^u
     assert fair.policy.counter("alice") == 5000.0
     assert fair.settings()["quantum"] == 5000.0
+
+
+@pytest.mark.parametrize("throttle, named", [
+    ("tight", "throttle must be an object"),
+    ({"window_s": 5}, "'window_s' cannot be changed"),
+    ({"overload_kv_usage": 1.5}, "overload_kv_usage"),
+    ({"user_limit": 0}, "user_limit"),
+    ({"user_limits": {"bob": 2.5}}, "user_limits"),
+])
+def test_bad_throttle_limits_are_refused_naming_the_field(throttle, named) -> None:
+    with pytest.raises(OptionError, match=named):
+        SettingsUpdate.parse({"throttle": throttle})
+
+
+def test_fairserve_throttles_by_the_new_limits() -> None:
+    now = [0.0]
+    fair = FairScheduler(FairOptions(policy="fairserve"), clock=lambda: now[0])
+    assert fair.check_arrival("alice", kv_usage=0.5) is None  # under the default overload threshold
+    settings = fair.update_settings(SettingsUpdate.parse(
+        {"throttle": {"overload_kv_usage": 0.0, "user_limit": 1, "user_limits": {"vip": 5}}}))
+    assert settings["throttle"]["user_limit"] == 1 and settings["throttle"]["user_limits"] == {"vip": 5}
+    assert fair.check_arrival("alice", kv_usage=0.5) is not None  # her second arrival in the window: over 1
+    assert fair.check_arrival("vip", kv_usage=0.5) is None
+
+
+def test_throttle_limits_on_a_policy_that_does_not_throttle_change_nothing() -> None:
+    fair = FairScheduler(FairOptions(policy="dlpm", quantum=100))
+    with pytest.raises(OptionError, match="does not throttle"):
+        fair.update_settings(SettingsUpdate.parse({"quantum": 9000, "throttle": {"user_limit": 3}}))
+    assert fair.settings()["quantum"] == 100 and "throttle" not in fair.settings()

@@ -302,3 +302,12 @@ def test_a_busy_holder_of_a_shared_template_is_rebalanced_to_a_light_worker() ->
     r2 = _router(2, quantum=1e6, affinity_ratio=None)
     assert r2.route("a", "x", template + [1], 256) == 0
     assert r2.route("b", "x", template + [2], 256) == 0  # no rebalance without the affinity rule
+
+
+def test_run_time_settings_reach_the_cluster_dlpm_but_not_throttle_limits() -> None:
+    from sglang_fair.core import SettingsUpdate
+
+    router = _router(2, quantum=500.0)
+    router.update_settings(SettingsUpdate.parse({"quantum": 900, "client_weights": {"alice": 2},
+                                                 "throttle": {"user_limit": 3}}))
+    assert router.fair.settings()["quantum"] == 900.0 and router.fair.options.weight_of("alice") == 2.0

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from sglang_fair.core.errors import OptionError
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
 
 if TYPE_CHECKING:  # options validate policy names, so policies must not import options at run time
@@ -100,6 +101,14 @@ class Policy(ABC):
 
     def settings_changed(self) -> None:
         """``options`` changed at run time (quantum, client weights): re-read what was cached."""
+
+    def throttle_settings(self) -> dict | None:
+        """The throttle limits in force, for policies that throttle arrivals (else None)."""
+        return None
+
+    def update_throttle(self, changes: dict) -> None:
+        """Apply checked ``SettingsUpdate.throttle`` changes (policies that throttle)."""
+        raise OptionError(f"policy {self.name} does not throttle; throttle limits apply to fairserve")
 
     def forget(self, client: str) -> None:
         """Drop all state of an idle client."""

@@ -167,6 +167,15 @@ class FairServePolicy(VTCPolicy):
             self.throttled += 1
         return decision
 
+    def throttle_settings(self) -> dict | None:
+        return {"overload_kv_usage": self.overload_kv_usage, "window_s": self.limiter.window_s,
+                "user_limit": self.limiter.user_limit, "user_limits": dict(self.limiter.user_limits)}
+
+    def update_throttle(self, changes: dict) -> None:
+        self.overload_kv_usage = changes.get("overload_kv_usage", self.overload_kv_usage)
+        self.limiter.user_limit = changes.get("user_limit", self.limiter.user_limit)
+        self.limiter.user_limits = {**self.limiter.user_limits, **changes.get("user_limits", {})}
+
     def forget(self, client: str) -> None:
         super().forget(client)
         self.limiter.forget(client)
