@@ -6,7 +6,8 @@ point in every SGLang process) make ``--load-balance-method d2lpm`` (or ``per_cl
 ``python -m sglang.launch_server --dp N``, with the process backend or Ray's
 (``--use-ray``, see ``ray_backend``). ``round_robin`` stays SGLang's own. The
 command line is ``router_cli``'s, the workers' reports ``router_feedback``'s;
-this module is the controller side:
+this module is the controller side (its sockets: ``router_sockets``; telling
+dead workers: ``worker_liveness``):
 
 * AROUND ``DataParallelController.__init__``: before the schedulers start,
   bind the completion side channel (a PULL socket whose address the
@@ -36,19 +37,18 @@ requests get the same 503 error as those in flight.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
 import time
 
 import msgspec
-import psutil
 import zmq
 
-from sglang_fair.binding import router_cli, router_feedback, router_health, worker_reports
+from sglang_fair.binding import router_cli, router_feedback, router_health, router_sockets, worker_reports
 from sglang_fair.binding.admin import SETTINGS_KEY
 from sglang_fair.binding.identity import client_of
+from sglang_fair.binding.worker_liveness import ProcessLiveness, RayLiveness, WorkerLiveness, loops_per_rank
 from sglang_fair.core import OptionError, SettingsUpdate
 from sglang_fair.router import NoLiveWorkerError, Router, make_router
 
@@ -56,8 +56,6 @@ logger = logging.getLogger(__name__)
 
 POLL_MS = 50
 LIVENESS_EVERY_S = 0.5
-SILENT_WORKER_WARN_S = 60.0
-HELLO_WAIT_S = 30.0  # schedulers announce themselves while the controller starts
 
 
 def init_controller(original, controller, server_args, port_args, *args, **kwargs):
@@ -102,14 +100,10 @@ class RouterBinding:
         self.to_tokenizer: zmq.Socket | None = None
         self.reply_route: dict[str, object] = {}  # rid -> http_worker_ipc, to send errors back
         self.held: dict[str, object] = {}  # rid -> request the router holds (late binding), not yet sent
-        self.worker_pids: dict[int, set[int]] = {}  # rank -> scheduler pids, from their hello
-        self.ray_loops: list[list] | None = None  # rank -> its actors' event loop refs (Ray backend)
+        # Process backend until attach() finds Ray's actors.
+        self.liveness: WorkerLiveness = ProcessLiveness(
+            router.num_workers, time.monotonic(), lambda: getattr(self.controller, "scheduler_procs", None) or [])
         self.metrics = None  # RouterMetrics with --enable-metrics
-        now = time.monotonic()
-        self.last_report = [now] * router.num_workers
-        self.last_warned = [0.0] * router.num_workers
-        self.started = now
-        self.unannounced_warned = False
         self.unrouted = 0
         self.kv_seen: set[int] = set()
 
@@ -118,19 +112,13 @@ class RouterBinding:
         config = router_cli.load_config(method)
         router = make_router(method, num_workers, **config["options"])
         context = zmq.Context.instance()
-        feedback = context.socket(zmq.PULL)
-        # Fixed in advance when the workers' environment was set before now (Ray).
-        endpoint = config.get("feedback") or router_cli.feedback_endpoint()
-        feedback.bind(endpoint)
-        os.environ[router_feedback.FEEDBACK_ENV] = endpoint  # inherited by the schedulers spawned next
+        feedback = router_sockets.open_feedback(context, config)
         router_feedback.export_late_binding(router.holds_requests)
-        kv: list[zmq.Socket] = []
-        if "kv_port" in config:
-            kv = _bind_kv_sockets(context, router_cli.router_host(), int(config["kv_port"]), num_workers)
-        elif getattr(server_args, "kv_events_config", None):
-            kv = _subscribe_user_kv_events(context, server_args.kv_events_config, num_workers)
-        else:
-            logger.warning("sglang-fair router: no KV events configured; the index learns from dispatches only")
+        try:
+            kv = router_sockets.open_kv_events(context, config, server_args, num_workers)
+        except BaseException:
+            feedback.close(linger=0)
+            raise
         return cls(router, context, feedback, kv)
 
     def attach(self, controller, port_args) -> None:
@@ -146,7 +134,8 @@ class RouterBinding:
             self.metrics = RouterMetrics()
         refs = getattr(controller, "event_loop_refs", None)  # only SGLang's RayDataParallelController has them
         if refs:
-            self.ray_loops = loops_per_rank(refs, self.router.num_workers)
+            n = self.router.num_workers
+            self.liveness = RayLiveness(n, time.monotonic(), loops_per_rank(refs, n))
         router_health.write_status(self.router.alive)
 
     def close(self) -> None:
@@ -300,12 +289,10 @@ class RouterBinding:
         if rank >= self.router.num_workers:
             logger.warning("sglang-fair router: report from unknown worker %s ignored", rank)
             return
-        self.last_report[rank] = time.monotonic()
+        self.liveness.heard_from(rank, time.monotonic())
         router = self.router
         if isinstance(report, worker_reports.Hello):
-            if report.pid not in self.worker_pids.setdefault(rank, set()):
-                self.worker_pids[rank].add(report.pid)
-                logger.info("sglang-fair router: worker %d is process %d", rank, report.pid)
+            self.liveness.hello(rank, report.pid)
             return
         if isinstance(report, worker_reports.Done):
             for rid, _client, out in report.finished:
@@ -334,45 +321,10 @@ class RouterBinding:
 
     def check_workers(self, now: float) -> None:
         router = self.router
-        for rank in self._dead_workers():
+        for rank in self.liveness.dead_ranks():
             if router.alive[rank]:
                 self.worker_died(rank)
-        missing = [r for r in range(router.num_workers) if r not in self.worker_pids]
-        if missing and not self.unannounced_warned and now - self.started > HELLO_WAIT_S:
-            self.unannounced_warned = True
-            logger.warning(
-                "sglang-fair router: workers %s never reported (side channel %s unreachable from their node? "
-                "see SGLANG_FAIR_ROUTER_HOST): their queue sizes only grow",
-                missing, os.environ.get(router_feedback.FEEDBACK_ENV),
-            )
-        for rank in range(router.num_workers):
-            silent = now - self.last_report[rank]
-            if router.alive[rank] and router.queue_sizes[rank] > 0 and silent > SILENT_WORKER_WARN_S:
-                if now - self.last_warned[rank] > SILENT_WORKER_WARN_S:
-                    self.last_warned[rank] = now
-                    logger.warning(
-                        "sglang-fair router: worker %d has %d requests in flight and has not run a batch for %.0f s",
-                        rank, router.queue_sizes[rank], silent,
-                    )
-
-    def _dead_workers(self) -> list[int]:
-        if self.ray_loops is not None:
-            import ray
-
-            # An actor's event loop only returns when the actor is gone (or crashed).
-            return [rank for rank, refs in enumerate(self.ray_loops)
-                    if ray.wait(refs, num_returns=len(refs), timeout=0)[0]]
-        # Pids are this node's: the process backend runs every scheduler here.
-        return [rank for rank, pids in self.worker_pids.items() if not all(self._pid_alive(pid) for pid in pids)]
-
-    def _pid_alive(self, pid: int) -> bool:
-        for proc in self.controller.scheduler_procs:
-            if proc is not None and proc.pid == pid:
-                return proc.is_alive()  # our child: also reaps it
-        try:
-            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
+        self.liveness.warn_quiet(router.alive, router.queue_sizes, now, os.environ.get(router_feedback.FEEDBACK_ENV))
 
     def worker_died(self, rank: int) -> None:
         lost = self.router.on_worker_down(rank)
@@ -391,49 +343,3 @@ class RouterBinding:
         if held:
             logger.error("sglang-fair router: no live worker left; failed %d held requests", len(held))
         self.send_released()  # the survivors may take requests meant for the dead worker
-
-
-def loops_per_rank(refs: list, num_ranks: int) -> list[list]:
-    """Split the actors' event loop refs by rank: SGLang launches rank by rank, tp x pp actors each."""
-    per_rank = len(refs) // num_ranks
-    return [refs[r * per_rank:(r + 1) * per_rank] for r in range(num_ranks)]
-
-
-def _bind_kv_sockets(context: zmq.Context, host: str, base: int, num_workers: int) -> list[zmq.Socket]:
-    """SUB sockets on ``base + rank``, where the ranks' publishers connect."""
-    socks: list[zmq.Socket] = []
-    try:
-        for rank in range(num_workers):
-            sock = context.socket(zmq.SUB)
-            socks.append(sock)
-            sock.setsockopt(zmq.SUBSCRIBE, b"")
-            sock.setsockopt(zmq.RCVHWM, 100_000)
-            sock.bind(f"tcp://{host}:{base + rank}")
-    except zmq.ZMQError as exc:
-        for sock in socks:
-            sock.close(linger=0)
-        raise RuntimeError(f"sglang-fair router: cannot bind KV event port {base + len(socks) - 1}: {exc}") from None
-    return socks
-
-
-def _subscribe_user_kv_events(context: zmq.Context, config_json: str, num_workers: int) -> list[zmq.Socket]:
-    """Follow KV events the user already configured (tcp publishers that bind)."""
-    try:
-        config = json.loads(config_json)
-    except json.JSONDecodeError:
-        config = {}
-    endpoint = str(config.get("endpoint", ""))
-    if config.get("publisher") != "zmq" or not endpoint.startswith("tcp://") or config.get("bind") is False:
-        logger.warning("sglang-fair router: cannot follow --kv-events-config %s; routing without eviction feedback",
-                       config_json)
-        return []
-    host, _, port = endpoint[len("tcp://"):].rpartition(":")
-    if host in ("*", "0.0.0.0", "::", "[::]"):
-        host = "127.0.0.1"
-    socks = []
-    for rank in range(num_workers):
-        sock = context.socket(zmq.SUB)
-        sock.setsockopt(zmq.SUBSCRIBE, str(config.get("topic", "")).encode())
-        sock.connect(f"tcp://{host}:{int(port) + rank}")
-        socks.append(sock)
-    return socks

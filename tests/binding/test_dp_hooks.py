@@ -19,6 +19,8 @@ pytest.importorskip("sglang.srt.managers.data_parallel_controller")
 from sglang.srt.managers.io_struct import AbortReq, sock_recv  # noqa: E402
 
 from sglang_fair.binding import dp_controller as dpc  # noqa: E402
+from sglang_fair.binding.worker_liveness import (HELLO_WAIT_S, SILENT_WORKER_WARN_S, RayLiveness,  # noqa: E402
+                                                 loops_per_rank)
 from sglang_fair.router import make_router  # noqa: E402
 from tests.support.inproc import fresh_inproc  # noqa: E402
 
@@ -135,10 +137,10 @@ def test_a_router_failure_never_loses_the_request(binding, monkeypatch, caplog) 
 
 def test_silent_worker_is_reported_and_routing_continues(binding, caplog) -> None:
     binding.dispatch(_req("a", [1]))
-    binding.last_report[0] -= 2 * dpc.SILENT_WORKER_WARN_S
-    binding.worker_pids[1] = {os.getpid()}  # worker 1 announced itself, worker 0 never did
+    binding.liveness.last_report[0] -= 2 * SILENT_WORKER_WARN_S
+    binding.liveness.worker_pids[1] = {os.getpid()}  # worker 1 announced itself, worker 0 never did
     with caplog.at_level(logging.WARNING):
-        binding.check_workers(time.monotonic() + dpc.HELLO_WAIT_S + 1)
+        binding.check_workers(time.monotonic() + HELLO_WAIT_S + 1)
     assert "has not run a batch" in caplog.text
     assert "workers [0] never reported" in caplog.text
     binding.dispatch(_req("b", [2]))
@@ -149,8 +151,9 @@ def test_under_ray_a_worker_whose_actor_loop_ended_is_dead(binding, monkeypatch)
     # SGLang's Ray controller launches rank by rank, tp x pp actors each; an
     # actor's event loop only returns when the actor is gone.
     refs = ["r0-tp0", "r0-tp1", "r1-tp0", "r1-tp1"]
-    binding.ray_loops = dpc.loops_per_rank(refs, 2)
-    assert binding.ray_loops == [["r0-tp0", "r0-tp1"], ["r1-tp0", "r1-tp1"]]
+    loops = loops_per_rank(refs, 2)
+    assert loops == [["r0-tp0", "r0-tp1"], ["r1-tp0", "r1-tp1"]]
+    binding.liveness = RayLiveness(2, time.monotonic(), loops)
     ended = {"r1-tp1"}
 
     def wait(refs, num_returns, timeout):
@@ -161,7 +164,7 @@ def test_under_ray_a_worker_whose_actor_loop_ended_is_dead(binding, monkeypatch)
     for i in range(4):
         binding.dispatch(_req(f"r{i}", [i] * 10, client=f"c{i}"))
     on_one = sorted(rid for rid, d in binding.router.inflight.items() if d.worker == 1)
-    binding.worker_pids[0] = {2**22 + 12345}  # a pid that is not this node's: ignored under Ray
+    binding.liveness.worker_pids[0] = {2**22 + 12345}  # a pid that is not this node's: ignored under Ray
     binding.check_workers(time.monotonic())
     assert binding.router.alive == [True, False]
     assert sorted(e.rid for e in _errors(binding)) == on_one
