@@ -4,17 +4,18 @@
 ``POST /fair/settings`` with ``{"quantum": Q, "client_weights": {"alice": 2},
 "throttle": {"user_limit": 100}}`` changes them on every rank (weights and
 per-client limits are merged: clients not named keep theirs; throttle limits
-only where the policy throttles, FairServe) and answers the new settings. Both need SGLang's admin key
-(``--admin-api-key``, sent as ``Authorization: Bearer KEY``); with no admin
-key configured they answer 403, as SGLang's other admin-only endpoints do.
+only where the policy throttles, FairServe) and answers the new settings.
+Both need SGLang's admin key (``--admin-api-key``, sent as ``Authorization:
+Bearer KEY``); with no admin key configured they answer 403, as SGLang's
+other admin-only endpoints do.
 
 The change travels SGLang's own admin path, ``SetInternalStateReq``, under
 the key ``fair_settings``: each scheduler validates it again and applies it
 to its FairScheduler, effective from its next scheduling pass, and logs it.
 Under ``--dp`` the router's cluster-wide DLPM (``d2lpm_global``) takes the
 same change as the request passes the data-parallel controller. The settings
-show on ``/server_info`` (``internal_states[i].fair``) and the weights on
-``/metrics`` (``sglang_fair_client_weight``).
+show on ``/server_info`` (``internal_states[i].fair``) and on ``/metrics``
+(``sglang_fair_client_weight``, ``sglang_fair_quantum``).
 
 Hooks:
 * ``install_admin_routes`` BEFORE ``http_server.launch_server``: the routes.

@@ -103,7 +103,7 @@ class SettingsUpdate:
     def parse(cls, body: object) -> SettingsUpdate:
         """From a decoded JSON body; ``OptionError`` names the bad field."""
         if not isinstance(body, dict) or not body:
-            raise OptionError("fair settings: expected a JSON object with 'quantum' and/or 'client_weights'")
+            raise OptionError(f"fair settings: expected a JSON object with any of {', '.join(RUNTIME_SETTINGS)}")
         unknown = sorted(set(body) - set(RUNTIME_SETTINGS))
         if unknown:
             raise OptionError(f"fair settings: {', '.join(map(repr, unknown))} cannot be changed at run time; "

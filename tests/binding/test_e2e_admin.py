@@ -38,7 +38,7 @@ def _series(server, name: str, client: str) -> float | None:
     with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
         text = resp.read().decode()
     found = re.findall(rf'^sglang_fair_{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
-    return float(found[0]) if found else None
+    return sum(float(v) for v in found) if found else None  # summed over dp ranks
 
 
 def _after_request(server, client: str, service_before: float) -> tuple[float, float]:
@@ -107,3 +107,30 @@ def test_without_an_admin_key_the_settings_are_closed():
                      skip_tokenizer_init=True) as server:
         assert _call(server, "/fair/settings", key=None)[0] == 403
         assert _call(server, "/fair/settings", {"quantum": 5}, key=None)[0] == 403
+
+
+def test_under_dp_every_rank_and_the_router_take_the_change():
+    args = ["--policy", "dlpm", "--dp", "2", "--enable-metrics", "--admin-api-key", ADMIN]
+    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True) as server:
+        status, body = _call(server, "/fair/settings", {"quantum": 3000, "client_weights": {"alice": 2}})
+        assert status == 200 and len(body["ranks"]) == 2
+        assert all(rank["quantum"] == 3000 and rank["client_weights"] == {"alice": 2.0} for rank in body["ranks"])
+        _, info = _call(server, "/server_info")
+        assert [state["fair"]["quantum"] for state in info["internal_states"]] == [3000, 3000]
+        status, _ = _call(server, "/generate", {"input_ids": list(range(1, 60)), "sampling_params": {"max_new_tokens": 4}},
+                          key=None, client="alice")
+        assert status == 200
+        # The d2lpm_global router's cluster-wide DLPM refilled alice by the new quantum and
+        # charged her service at weight 2, as the worker that served her measured it.
+        deadline, seen = time.monotonic() + 20, None
+        while time.monotonic() < deadline:
+            service = _series(server, "client_service_total", "alice")
+            with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
+                found = re.findall(r'^sglang_fair_router_client_global_deficit\{client="alice"\} (\S+)$',
+                                   resp.read().decode(), re.M)
+            seen = (service, found)
+            if service and found and float(found[0]) == pytest.approx(3000 - service / 2):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"router deficit never matched 3000 - service / 2: {seen}")
