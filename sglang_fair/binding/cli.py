@@ -107,7 +107,7 @@ def capture_options(server_args, cls, args: argparse.Namespace, *rest, **kwargs)
                 raise OptionError("--fair-client-keys gives each client its own key; it cannot be combined "
                                   "with --api-key (one key for everybody)")
             client_keys.export(args.fair_client_keys)
-    except (OptionError, ValueError) as exc:
+    except ValueError as exc:  # OptionError, and the key file's and metrics cap's errors
         sys.exit(f"sglang-fair: error: {exc}")
     config.export(options)
     return server_args

@@ -24,14 +24,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 from pathlib import Path
 
 import yaml
 
+from sglang_fair.core.clients import normalize_client_id
+
 ENV_VAR = "SGLANG_FAIR_CLIENT_KEYS"
 MIN_KEY_LENGTH = 16
-_CLIENT_ID = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 
 
 class ClientKeyError(ValueError):
@@ -51,7 +51,7 @@ def load_keys(path: str | os.PathLike) -> dict[str, str]:
         raise ClientKeyError(f"--fair-client-keys {where}: expected a mapping of client id -> key(s)")
     keys: dict[str, str] = {}
     for client, value in data.items():
-        if not isinstance(client, str) or not _CLIENT_ID.fullmatch(client):
+        if not isinstance(client, str) or normalize_client_id(client) != client:  # kept as is: a literal id
             raise ClientKeyError(f"--fair-client-keys {where}: client id {client!r} must be 1-64 characters "
                                  "of A-Z a-z 0-9 . _ @ -")
         for key in value if isinstance(value, list) else [value]:

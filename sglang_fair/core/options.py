@@ -128,6 +128,8 @@ class SettingsUpdate:
 
 
 def _throttle(body: object) -> dict:
+    from sglang_fair.core.throttle import check_request_limit  # lazily, as validate(): throttle imports the policies
+
     if not isinstance(body, dict):
         raise OptionError(f"throttle must be an object with {', '.join(THROTTLE_SETTINGS)}")
     unknown = sorted(set(body) - set(THROTTLE_SETTINGS))
@@ -141,20 +143,16 @@ def _throttle(body: object) -> dict:
             raise OptionError(f"throttle.overload_kv_usage must be a fraction in [0, 1], got {usage!r}")
         out["overload_kv_usage"] = float(usage)
     if "user_limit" in out and out["user_limit"] is not None:
-        _request_limit("throttle.user_limit", out["user_limit"])
+        check_request_limit("throttle.user_limit", out["user_limit"])
     limits = out.get("user_limits", {})
     if not isinstance(limits, dict):
         raise OptionError("throttle.user_limits must be an object of client id -> requests per window")
     for raw, limit in limits.items():
-        _request_limit(f"throttle.user_limits[{raw!r}]", limit)
+        check_request_limit(f"throttle.user_limits[{raw!r}]", limit)
     if "user_limits" in out:
         out["user_limits"] = {normalize_client_id(raw): limit for raw, limit in limits.items()}
     return out
 
-
-def _request_limit(option: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise OptionError(f"{option} must be an integer >= 1 (requests per window), got {value!r}")
 
 
 def parse_client_weights(text: str | None) -> dict[str, float]:

@@ -16,10 +16,17 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from sglang_fair.core.errors import OptionError
 from sglang_fair.core.policies.base import ThrottleDecision
 
 # A Retry-After below this is rounded up: clients should not retry at once.
 MIN_RETRY_AFTER_S = 1.0
+
+
+def check_request_limit(where: str, limit: object) -> None:
+    """A limit is a number of requests per window: ``OptionError`` (a ValueError) naming ``where`` otherwise."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise OptionError(f"{where} must be an integer >= 1 (requests per window), got {limit!r}")
 
 
 @dataclass
@@ -39,8 +46,8 @@ class RequestLimiter:
         for where, limit in [("user_limit", self.user_limit), ("app_limit", self.app_limit)] + [
             (f"user_limits.{k}", v) for k, v in self.user_limits.items()
         ] + [(f"app limit of {k}", v) for k, v in self.app_limits.items()]:
-            if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-                raise ValueError(f"{where} must be an integer >= 1 (requests per window), got {limit!r}")
+            if limit is not None:
+                check_request_limit(where, limit)
 
     def record(self, client: str, app: str | None, now: float) -> None:
         """Count one arrival of ``client`` (for ``app``, if known) at ``now``."""
