@@ -113,5 +113,7 @@ class RequestLimiter:
     def _retry_after(self, times: deque[float], limit: int, now: float) -> float:
         # A new request is under the limit once at most limit-1 recorded ones
         # remain in the window, i.e. after times[len - limit] expires.
-        oldest_to_expire = times[len(times) - limit]
-        return max(MIN_RETRY_AFTER_S, oldest_to_expire + self.window_s - now)
+        # window - age, not (oldest + window) - now: the latter rounds above the window
+        # for some clock values when the oldest arrival is the current one (age 0).
+        age = now - times[len(times) - limit]
+        return max(MIN_RETRY_AFTER_S, self.window_s - age)

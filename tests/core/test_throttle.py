@@ -36,6 +36,15 @@ def test_retry_after_has_a_floor_and_forget_drops_state():
     assert lim.exceeded("u", None, 0.99) is None
 
 
+def test_retry_after_never_exceeds_the_window() -> None:
+    # At this clock value (now + 60) - now is 60.000000000007276: a Retry-After of 61 s once rounded up.
+    now = 65528.05003363621
+    lim = RequestLimiter(window_s=60, user_limit=1)
+    lim.record("u", None, now)
+    lim.record("u", None, now)
+    assert lim.exceeded("u", None, now).retry_after_s == 60.0
+
+
 @pytest.mark.parametrize("kwargs", [{"window_s": 0}, {"user_limit": 0}, {"app_limits": {"qa": 1.5}}])
 def test_bad_limits(kwargs):
     with pytest.raises(ValueError):
