@@ -176,6 +176,17 @@ def parse_conversations(data: object, source: str) -> list[list[Turn]]:
     return out
 
 
+def _output_len(value: object) -> int:
+    """A trace row's ``output_len``: a whole number >= 1 (a JSON 1e400 is a float infinity)."""
+    try:
+        n = int(value)  # type: ignore[arg-type]
+    except OverflowError:
+        n = 0
+    if isinstance(value, bool) or n < 1 or (isinstance(value, float) and value != n):
+        raise ValueError(f"output_len must be >= 1, a whole number, got {value!r}")
+    return n
+
+
 def load_trace(path: str | Path, vocab_size: int, name: str | None = None) -> Workload:
     """A trace file -> a Workload of one-call programs (see module doc)."""
     path = Path(path)
@@ -197,9 +208,7 @@ def load_trace(path: str | Path, vocab_size: int, name: str | None = None) -> Wo
             t = float(row.get("timestamp"))
             if not (math.isfinite(t) and t >= 0):
                 raise ValueError(f"timestamp must be >= 0, got {t}")
-            out_len = int(row.get("output_len"))
-            if out_len < 1:
-                raise ValueError(f"output_len must be >= 1, got {out_len}")
+            out_len = _output_len(row.get("output_len"))
             client = row.get("client")
             if client is None or str(client).strip() == "":
                 raise ValueError("missing client")

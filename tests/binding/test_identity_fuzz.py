@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sglang_fair.binding.identity import APP_HEADERS, decode_identity, encode_identity, parse_count
+from sglang_fair.binding import client_keys
+from sglang_fair.binding.identity import APP_HEADERS, decode_identity, encode_identity, openai_client_key, parse_count
 from sglang_fair.core.apps import normalize_app_id
 from sglang_fair.core.clients import normalize_client_id
 
@@ -57,3 +58,27 @@ def test_any_routing_key_decodes_to_bounded_identities(key):
 def test_parse_count_is_ascii_digits_or_none(value):
     n = parse_count(value)
     assert n is None or (value.isascii() and str(n) == value.lstrip("0").rjust(1, "0") and n < 10**9)
+
+
+class _RawRequest:
+    """What ``openai_client_key`` reads of SGLang's raw request: state (the ``user`` field) and headers."""
+
+    def __init__(self, user, headers) -> None:
+        self.state = type("State", (), {"sglang_fair_client": user})()
+        self.headers = headers
+
+
+@settings(max_examples=300, deadline=None)
+@given(user=st.one_of(st.none(), hostile), sent=headers)
+def test_openai_user_either_becomes_a_routing_key_or_refuses_with_400(user, sent):
+    try:
+        with pytest.MonkeyPatch.context() as mp:  # without client keys the user field names the client
+            mp.delenv(client_keys.ENV_VAR, raising=False)
+            key = openai_client_key(lambda serving, raw: None, None, _RawRequest(user, sent))
+    except fastapi.HTTPException as exc:
+        assert exc.status_code == 400
+        return
+    who = decode_identity(key)
+    if user and user.strip() and ";" not in user:
+        assert who.charged_client == normalize_client_id(user)  # the user field names the client charged
+    normalize_app_id(who.app)
