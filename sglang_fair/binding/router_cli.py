@@ -34,7 +34,7 @@ import uuid
 from sglang_fair.binding import router_health
 from sglang_fair.core.options import json_object
 from sglang_fair.ports import free_port_run
-from sglang_fair.router import ROUTERS, make_router, with_policy_weights
+from sglang_fair.router import ROUTERS, make_router, with_policy_settings
 
 # Names SGLang already has keep SGLang's implementation.
 STOCK_METHODS = ("round_robin",)
@@ -59,16 +59,19 @@ def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
 
 
 def router_config(method: str, quantum: float | None, options_json: str | None,
-                  input_weight: float = 1.0, output_weight: float = 2.0) -> dict:
+                  input_weight: float = 1.0, output_weight: float = 2.0, policy_quantum: float | None = None) -> dict:
     """The router configuration from the CLI values; raises ValueError naming the bad option.
 
     A router that charges tokens (D²LPM) takes the policy's weights
-    (``--fair-input-weight``/``--fair-output-weight``), as the workers do.
+    (``--fair-input-weight``/``--fair-output-weight``), as the workers do;
+    ``d2lpm_global`` also takes ``--fair-quantum`` unless ``--fair-router-quantum``
+    or the options set its quantum.
     """
     options = json_object(options_json, "--fair-router-options") if options_json else {}
     if quantum is not None:
         options["quantum"] = quantum
-    return {"method": method, "options": with_policy_weights(method, options, input_weight, output_weight)}
+    return {"method": method,
+            "options": with_policy_settings(method, options, input_weight, output_weight, policy_quantum)}
 
 
 def load_config(method: str) -> dict:
@@ -93,7 +96,8 @@ def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
     try:
         config = router_config(method, getattr(args, "fair_router_quantum", None),
                                getattr(args, "fair_router_options", None),
-                               getattr(args, "fair_input_weight", 1.0), getattr(args, "fair_output_weight", 2.0))
+                               getattr(args, "fair_input_weight", 1.0), getattr(args, "fair_output_weight", 2.0),
+                               getattr(args, "fair_quantum", None))
         dp_size = max(1, int(getattr(args, "dp_size", 1) or 1))
         make_router(method, dp_size, **config["options"])
         if not getattr(args, "kv_events_config", None):

@@ -49,11 +49,15 @@ def make_router(name: str, num_workers: int, **options: object) -> Router:
 _POLICY_WEIGHTS = (("input_weight", "--fair-input-weight"), ("output_weight", "--fair-output-weight"))
 
 
-def with_policy_weights(name: str, options: dict, input_weight: float, output_weight: float) -> dict:
-    """``options`` plus the policy's cost weights for a router that charges with them (D²LPM).
+def with_policy_settings(name: str, options: dict, input_weight: float, output_weight: float,
+                         quantum: float | None = None) -> dict:
+    """``options`` plus what the router must share with the workers' policy.
 
-    The router and the workers then price a token alike; a router option that
-    contradicts the policy's weight is an error naming both.
+    A router that charges tokens (D²LPM) takes the policy's cost weights, so
+    the router and the workers price a token alike; a router option that
+    contradicts one is an error naming both. A router whose deficit quantum is
+    the cluster's Q^u (``Router.follows_policy_quantum``) takes the policy's
+    ``quantum`` unless its own options set one.
     """
     cls = ROUTERS.get(name)
     if cls is None:
@@ -68,6 +72,8 @@ def with_policy_weights(name: str, options: dict, input_weight: float, output_we
             raise ValueError(f"router option {key}={given!r} contradicts {flag} {value}: the router charges "
                              f"with the workers' weights, so set {flag} alone")
         merged[key] = float(value)
+    if quantum is not None and cls.follows_policy_quantum:
+        merged.setdefault("quantum", float(quantum))
     return merged
 
 
@@ -83,5 +89,5 @@ __all__ = [
     "Router",
     "ShortestQueueRouter",
     "make_router",
-    "with_policy_weights",
+    "with_policy_settings",
 ]

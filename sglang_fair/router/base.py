@@ -68,6 +68,8 @@ class Router(ABC):
     name: str
     index: RadixIndex | None = None  # the global prefix index, for routers that keep one
     holds_requests: bool = False  # True: ``route`` may return None and place the request later
+    # True: the router's ``quantum`` is the cluster's Q^u, so it defaults to the policy's --fair-quantum.
+    follows_policy_quantum: bool = False
 
     def __init__(self, num_workers: int, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:

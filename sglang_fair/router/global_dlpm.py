@@ -94,6 +94,7 @@ class _Waiting:
 class GlobalDLPMRouter(IndexedRouter):
     name = "d2lpm_global"
     holds_requests = True
+    follows_policy_quantum = True  # its DLPM is the cluster's: Q is the workers' Q^u unless set for the router
 
     def __init__(
         self,

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from sglang_fair.router import ROUTERS, Router, make_router, with_policy_weights
+from sglang_fair.router import ROUTERS, Router, make_router, with_policy_settings
 
 
 def test_all_methods_registered() -> None:
@@ -24,13 +24,22 @@ def test_unknown_router_and_option() -> None:
 
 
 def test_routers_that_charge_tokens_take_the_policy_weights() -> None:
-    assert with_policy_weights("d2lpm", {"quantum": 5}, 1.0, 4.0) == {"quantum": 5, "input_weight": 1.0,
+    assert with_policy_settings("d2lpm", {"quantum": 5}, 1.0, 4.0) == {"quantum": 5, "input_weight": 1.0,
                                                                       "output_weight": 4.0}
-    assert with_policy_weights("d2lpm_global", {"output_weight": 4}, 1.0, 4.0)["output_weight"] == 4.0
-    assert with_policy_weights("round_robin", {}, 1.0, 4.0) == {}
+    assert with_policy_settings("d2lpm_global", {"output_weight": 4}, 1.0, 4.0)["output_weight"] == 4.0
+    assert with_policy_settings("round_robin", {}, 1.0, 4.0) == {}
     for given in (3.0, "4", True):
         with pytest.raises(ValueError, match="contradicts --fair-output-weight"):
-            with_policy_weights("d2lpm", {"output_weight": given}, 1.0, 4.0)
+            with_policy_settings("d2lpm", {"output_weight": given}, 1.0, 4.0)
+
+
+def test_the_cluster_wide_dlpm_takes_the_policy_quantum_unless_its_own_is_set() -> None:
+    assert with_policy_settings("d2lpm_global", {}, 1.0, 2.0, 256.0)["quantum"] == 256.0
+    assert with_policy_settings("d2lpm_global", {"quantum": 4096}, 1.0, 2.0, 256.0)["quantum"] == 4096
+    assert make_router("d2lpm_global", 2, **with_policy_settings("d2lpm_global", {}, 1.0, 2.0, 256.0)).fair.options.quantum == 256.0
+    # Algorithm 2's Q^w is a per-worker quantum of its own, not Q^u.
+    assert "quantum" not in with_policy_settings("d2lpm", {}, 1.0, 2.0, 256.0)
+    assert "quantum" not in with_policy_settings("round_robin", {}, 1.0, 2.0, 256.0)
 
 
 @pytest.mark.parametrize("name", sorted(ROUTERS))
