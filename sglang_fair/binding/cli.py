@@ -6,7 +6,7 @@ Hooks (both via ``plugin.register``):
   options, so stock ``python -m sglang.launch_server`` accepts them.
 * ``capture_options`` runs AFTER ``ServerArgs.from_cli_args``: validates the
   ``--fair-*`` values (refusing bad ones with a message naming the option)
-  and exports them to the processes SGLang spawns (see ``config``).
+  and exports them to the processes SGLang spawns (see ``settings``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglang_fair.binding import client_keys, config
+from sglang_fair.binding import client_keys, settings
 from sglang_fair.binding.metrics import max_metrics_clients
 from sglang_fair.core.options import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_QUANTUM, FairOptions, OptionError, parse_client_weights
 from sglang_fair.core.policies import POLICIES, check_policy_config, make_policy
@@ -109,5 +109,5 @@ def capture_options(server_args, cls, args: argparse.Namespace, *rest, **kwargs)
             client_keys.export(args.fair_client_keys)
     except ValueError as exc:  # OptionError, and the key file's and metrics cap's errors
         sys.exit(f"sglang-fair: error: {exc}")
-    config.export(options)
+    settings.export_worker(options)
     return server_args

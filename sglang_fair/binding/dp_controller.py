@@ -48,6 +48,7 @@ import zmq
 from sglang_fair.binding import router_cli, router_feedback, router_health, router_sockets, worker_reports
 from sglang_fair.binding.admin import SETTINGS_KEY
 from sglang_fair.binding.identity import client_of
+from sglang_fair.binding.settings import RouterSettings
 from sglang_fair.binding.worker_liveness import ProcessLiveness, RayLiveness, WorkerLiveness, loops_per_rank
 from sglang_fair.core import OptionError, SettingsUpdate
 from sglang_fair.router import NoLiveWorkerError, Router, make_router
@@ -109,8 +110,8 @@ class RouterBinding:
 
     @classmethod
     def create(cls, method: str, num_workers: int, server_args) -> RouterBinding:
-        config = router_cli.load_config(method)
-        router = make_router(method, num_workers, **config["options"])
+        config = RouterSettings.load(method)
+        router = make_router(method, num_workers, **config.options)
         context = zmq.Context.instance()
         feedback = router_sockets.open_feedback(context, config)
         router_feedback.export_late_binding(router.holds_requests)

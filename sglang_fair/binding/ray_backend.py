@@ -40,7 +40,7 @@ import copy
 import logging
 import os
 
-from sglang_fair.binding import router_cli, router_feedback
+from sglang_fair.binding import router_cli, router_feedback, settings
 
 logger = logging.getLogger(__name__)
 
@@ -101,10 +101,7 @@ def join_ray(cls, server_args, *args, placement_group=None, **kwargs):
 
 
 def _fair_features_configured(load_balance_method: str | None) -> bool:
-    from sglang_fair.binding.config import ENV_VAR
-
-    return bool(os.environ.get(ENV_VAR) or os.environ.get(router_cli.CONFIG_ENV)
-                or load_balance_method in router_cli.FAIR_METHODS)
+    return settings.configured() or load_balance_method in router_cli.FAIR_METHODS
 
 
 def _check_gpus(available: float) -> None:

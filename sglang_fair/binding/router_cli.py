@@ -8,8 +8,8 @@ Hooks (listed in ``binding/hooks.py``):
 * BEFORE ``ServerArgs.from_cli_args``: the router is built once to validate
   the options (bad ones stop the launch with a message), KV events are turned
   on unless the user configured them (publishers connect to ports the
-  controller binds), and the configuration is exported in
-  ``SGLANG_FAIR_ROUTER_CONFIG`` for the controller.
+  controller binds), and the configuration is exported for the controller
+  (``settings.RouterSettings``).
 * AROUND ``LoadBalanceMethod.from_str``: our names resolve to ``ROUND_ROBIN``
   so the stock controller initialises; its dispatch is then replaced.
 * AFTER ``sglang.srt.utils.common.build_server_info`` (``/server_info``): a
@@ -32,6 +32,7 @@ import sys
 import uuid
 
 from sglang_fair.binding import router_health
+from sglang_fair.binding.settings import RouterSettings, exported_router
 from sglang_fair.core.options import json_object
 from sglang_fair.ports import free_port_run
 from sglang_fair.router import ROUTERS, make_router, with_policy_settings
@@ -39,7 +40,6 @@ from sglang_fair.router import ROUTERS, make_router, with_policy_settings
 # Names SGLang already has keep SGLang's implementation.
 STOCK_METHODS = ("round_robin",)
 FAIR_METHODS = tuple(name for name in ROUTERS if name not in STOCK_METHODS)
-CONFIG_ENV = "SGLANG_FAIR_ROUTER_CONFIG"
 KV_PORT_ENV = "SGLANG_FAIR_ROUTER_KV_PORT"  # first of N consecutive ports; default: random free range
 HOST_ENV = "SGLANG_FAIR_ROUTER_HOST"
 LOOPBACK = "127.0.0.1"
@@ -59,7 +59,8 @@ def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
 
 
 def router_config(method: str, quantum: float | None, options_json: str | None,
-                  input_weight: float = 1.0, output_weight: float = 2.0, policy_quantum: float | None = None) -> dict:
+                  input_weight: float = 1.0, output_weight: float = 2.0,
+                  policy_quantum: float | None = None) -> RouterSettings:
     """The router configuration from the CLI values; raises ValueError naming the bad option.
 
     A router that charges tokens (D²LPM) takes the policy's weights
@@ -70,17 +71,7 @@ def router_config(method: str, quantum: float | None, options_json: str | None,
     options = json_object(options_json, "--fair-router-options") if options_json else {}
     if quantum is not None:
         options["quantum"] = quantum
-    return {"method": method,
-            "options": with_policy_settings(method, options, input_weight, output_weight, policy_quantum)}
-
-
-def load_config(method: str) -> dict:
-    """The configuration the launcher exported for ``method`` (defaults if none)."""
-    raw = os.environ.get(CONFIG_ENV)
-    config = json.loads(raw) if raw else {"method": method, "options": {}}
-    if config.get("method") != method:
-        config = {"method": method, "options": {}}
-    return config
+    return RouterSettings(method, with_policy_settings(method, options, input_weight, output_weight, policy_quantum))
 
 
 def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
@@ -99,16 +90,16 @@ def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
                                getattr(args, "fair_input_weight", 1.0), getattr(args, "fair_output_weight", 2.0),
                                getattr(args, "fair_quantum", None))
         dp_size = max(1, int(getattr(args, "dp_size", 1) or 1))
-        make_router(method, dp_size, **config["options"])
+        make_router(method, dp_size, **config.options)
         if not getattr(args, "kv_events_config", None):
             host = router_host()
-            config["kv_port"] = _kv_ports(host, dp_size)
+            config.kv_port = _kv_ports(host, dp_size)
             args.kv_events_config = json.dumps(
-                {"publisher": "zmq", "endpoint": f"tcp://{host}:{config['kv_port']}", "bind": False, "topic": ""}
+                {"publisher": "zmq", "endpoint": f"tcp://{host}:{config.kv_port}", "bind": False, "topic": ""}
             )
     except (ValueError, TypeError, RuntimeError) as exc:
         sys.exit(f"sglang-fair: error: --load-balance-method {method}: {exc}")
-    os.environ[CONFIG_ENV] = json.dumps(config)
+    config.export()
     router_health.export_status_path()  # the controller reports dead workers there, /health reads it
     return None
 
@@ -118,7 +109,7 @@ def describe_router(info: dict, server_args, *args, **kwargs) -> dict:
     records to compute the run's fairness bound)."""
     method = getattr(server_args, "load_balance_method", None)
     if method in FAIR_METHODS and int(getattr(server_args, "dp_size", 1) or 1) > 1:
-        info["fair_router"] = {"method": method, "options": load_config(method)["options"]}
+        info["fair_router"] = {"method": method, "options": RouterSettings.load(method).options}
         workers = router_health.read_workers()
         if workers is not None:
             info["fair_router"]["workers"] = workers
@@ -157,21 +148,20 @@ def reserve_feedback_endpoint(method: str | None = None) -> str | None:
     which then run the router with its defaults. None when no fair router is
     configured.
     """
-    raw = os.environ.get(CONFIG_ENV)
-    if raw:
-        config = json.loads(raw)
-    elif method in FAIR_METHODS:
-        config = {"method": method, "options": {}}
-    else:
-        return None
-    config.setdefault("feedback", feedback_endpoint())
-    os.environ[CONFIG_ENV] = json.dumps(config)
+    config = exported_router()
+    if config is None:
+        if method not in FAIR_METHODS:
+            return None
+        config = RouterSettings(method)
+    if config.feedback is None:
+        config.feedback = feedback_endpoint()
+        config.export()
     from sglang_fair.binding import router_feedback  # needs zmq, which the bench's use of this module does not
 
     # Those workers' environment is fixed now too: tell them whether to report admissions and progress.
-    router = ROUTERS.get(config.get("method"))
+    router = ROUTERS.get(config.method)
     router_feedback.export_late_binding(router is not None and router.holds_requests)
-    return config["feedback"]
+    return config.feedback
 
 
 def _kv_ports(host: str, count: int) -> int:

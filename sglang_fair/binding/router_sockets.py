@@ -14,24 +14,25 @@ import os
 import zmq
 
 from sglang_fair.binding import router_cli, router_feedback
+from sglang_fair.binding.settings import RouterSettings
 
 logger = logging.getLogger(__name__)
 
 
-def open_feedback(context: zmq.Context, config: dict) -> zmq.Socket:
+def open_feedback(context: zmq.Context, config: RouterSettings) -> zmq.Socket:
     """The PULL socket the workers report to; its address is exported for the schedulers spawned next."""
     feedback = context.socket(zmq.PULL)
     # Fixed in advance when the workers' environment was set before now (Ray).
-    endpoint = config.get("feedback") or router_cli.feedback_endpoint()
+    endpoint = config.feedback or router_cli.feedback_endpoint()
     feedback.bind(endpoint)
     os.environ[router_feedback.FEEDBACK_ENV] = endpoint
     return feedback
 
 
-def open_kv_events(context: zmq.Context, config: dict, server_args, num_workers: int) -> list[zmq.Socket]:
+def open_kv_events(context: zmq.Context, config: RouterSettings, server_args, num_workers: int) -> list[zmq.Socket]:
     """One SUB socket per rank: bound where our publishers connect, or following the user's own."""
-    if "kv_port" in config:
-        return _bind_kv_sockets(context, router_cli.router_host(), int(config["kv_port"]), num_workers)
+    if config.kv_port is not None:
+        return _bind_kv_sockets(context, router_cli.router_host(), config.kv_port, num_workers)
     if getattr(server_args, "kv_events_config", None):
         return _subscribe_user_kv_events(context, server_args.kv_events_config, num_workers)
     logger.warning("sglang-fair router: no KV events configured; the index learns from dispatches only")

@@ -20,7 +20,7 @@ from sglang.srt.managers import schedule_policy as _stock_module
 from sglang.srt.managers.schedule_policy import SchedulePolicy as _StockSchedulePolicy
 from sglang.srt.managers.utils import is_health_check_generate_req
 
-from sglang_fair.binding import config
+from sglang_fair.binding import settings
 from sglang_fair.binding.cli import fair_policy_names
 from sglang_fair.binding.identity import decode_identity
 from sglang_fair.binding.version import installed_sglang
@@ -38,11 +38,11 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         self.gated = policy in fair_policy_names()
         if self.gated:
             base = "lpm" if POLICIES[policy].cache_aware else "fcfs"
-            options = config.load(policy)
+            options = settings.load_worker(policy)
         else:
             base = policy
             # Accounting only: the cost weights still matter for metrics.
-            options = config.load("lpm" if policy == "lpm" else "fcfs")
+            options = settings.load_worker("lpm" if policy == "lpm" else "fcfs")
         super().__init__(base, tree_cache, *args, **kwargs)
         self.fair = FairScheduler(options)
         # Latency isolation, set for one admission pass: the starved clients it

@@ -84,7 +84,7 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
 
         try:
             router_options = router_config(router, fair.fair_router_quantum, fair.fair_router_options,
-                                           fair.fair_input_weight, fair.fair_output_weight)["options"]
+                                           fair.fair_input_weight, fair.fair_output_weight, fair.fair_quantum).options
         except ValueError:
             router_options = None
     return {

@@ -22,6 +22,7 @@ from sglang.srt.managers.io_struct import AbortReq, sock_recv, unwrap_from_pickl
 
 from sglang_fair.binding import dp_controller as dpc  # noqa: E402
 from sglang_fair.binding import router_feedback  # noqa: E402
+from sglang_fair.binding.settings import ROUTER_ENV  # noqa: E402
 from sglang_fair.router import make_router  # noqa: E402
 from tests.binding.test_dp_hooks import FakeController, _req  # noqa: E402
 from tests.support.inproc import fresh_inproc  # noqa: E402
@@ -155,7 +156,7 @@ def test_when_every_worker_dies_held_requests_get_an_error(binding) -> None:
 
 
 def test_only_a_holding_router_asks_workers_for_admissions_and_progress(monkeypatch) -> None:
-    monkeypatch.setattr(dpc.router_cli, "load_config", lambda method: {"method": method, "options": {}})
+    monkeypatch.delenv(ROUTER_ENV, raising=False)  # each method with its defaults
     server_args = types.SimpleNamespace(kv_events_config=None)
     for method, expected in (("d2lpm_global", "1"), ("d2lpm", None)):
         b = dpc.RouterBinding.create(method, 2, server_args)

@@ -15,38 +15,38 @@ pytest.importorskip("sglang.srt.ray.engine")
 import sglang.srt.runtime_context as runtime_context  # noqa: E402
 
 from sglang_fair.binding import ray_backend, router_cli, router_feedback  # noqa: E402
-from sglang_fair.binding.config import ENV_VAR as FAIR_CONFIG_ENV  # noqa: E402
+from sglang_fair.binding.settings import ROUTER_ENV, WORKER_ENV, RouterSettings  # noqa: E402
 
 
 def test_actors_get_the_plugin_setup_and_the_launchers_sglang_settings(monkeypatch) -> None:
-    monkeypatch.setenv(router_cli.CONFIG_ENV, json.dumps({"method": "d2lpm", "options": {}}))
-    monkeypatch.setenv(FAIR_CONFIG_ENV, '{"quantum": 512}')
+    monkeypatch.setenv(ROUTER_ENV, json.dumps({"method": "d2lpm", "options": {}}))
+    monkeypatch.setenv(WORKER_ENV, '{"quantum": 512}')
     monkeypatch.setenv("UNRELATED_SETTING", "1")
     monkeypatch.delenv(router_cli.HOST_ENV, raising=False)
     env = ray_backend.worker_runtime_env()
     assert env["worker_process_setup_hook"] == "sglang_fair.binding.ray_backend.worker_setup"
-    assert env["env_vars"][FAIR_CONFIG_ENV] == '{"quantum": 512}'
+    assert env["env_vars"][WORKER_ENV] == '{"quantum": 512}'
     assert "UNRELATED_SETTING" not in env["env_vars"]
     # The side channel's address is fixed before any actor exists, and the
     # controller binds that same address later.
     feedback = env["env_vars"][router_feedback.FEEDBACK_ENV]
     assert feedback.startswith("ipc://")
-    assert router_cli.load_config("d2lpm")["feedback"] == feedback
+    assert RouterSettings.load("d2lpm").feedback == feedback
     assert ray_backend.worker_runtime_env()["env_vars"][router_feedback.FEEDBACK_ENV] == feedback
 
 
 def test_without_a_fair_router_no_side_channel_is_reserved(monkeypatch) -> None:
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(ROUTER_ENV, raising=False)
     monkeypatch.delenv(router_feedback.FEEDBACK_ENV, raising=False)
     assert router_feedback.FEEDBACK_ENV not in ray_backend.worker_runtime_env()["env_vars"]
     assert router_feedback.FEEDBACK_ENV not in ray_backend.worker_runtime_env("round_robin")["env_vars"]
 
 
 def test_a_router_chosen_without_the_command_line_gets_defaults_and_a_side_channel(monkeypatch) -> None:
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)  # e.g. RayEngine(load_balance_method="d2lpm")
+    monkeypatch.delenv(ROUTER_ENV, raising=False)  # e.g. RayEngine(load_balance_method="d2lpm")
     env = ray_backend.worker_runtime_env("d2lpm")["env_vars"]
-    config = router_cli.load_config("d2lpm")
-    assert config["options"] == {} and config["feedback"] == env[router_feedback.FEEDBACK_ENV]
+    config = RouterSettings.load("d2lpm")
+    assert config.options == {} and config.feedback == env[router_feedback.FEEDBACK_ENV]
 
 
 def _parallel(dp: int, tp: int = 1, pp: int = 1, attn_dp: bool = False):
@@ -141,8 +141,8 @@ def test_a_ray_started_elsewhere_must_carry_the_worker_setup(monkeypatch, caplog
     with pytest.raises(RuntimeError, match="worker_runtime_env"):
         ray_backend.join_ray(object, None)  # a fair router, actors without the plugin: refused
     parallel.load_balance_method = "round_robin"
-    monkeypatch.delenv(FAIR_CONFIG_ENV, raising=False)
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(WORKER_ENV, raising=False)
+    monkeypatch.delenv(ROUTER_ENV, raising=False)
     ray_backend.join_ray(object, None)  # nothing of ours configured: a warning only
     assert "started without sglang-fair's worker setup" in caplog.text
     monkeypatch.setitem(sys.modules, "ray", _fake_ray({"worker_process_setup_hook": ray_backend.SETUP_HOOK}, gpus=1))

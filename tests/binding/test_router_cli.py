@@ -14,7 +14,8 @@ pytest.importorskip("sglang.srt.managers.data_parallel_controller")
 
 from sglang.srt.managers.data_parallel_controller import LoadBalanceMethod  # noqa: E402
 
-from sglang_fair.binding import router_cli  # noqa: E402
+from sglang_fair.binding import router_cli, settings  # noqa: E402
+from sglang_fair.binding.settings import RouterSettings  # noqa: E402
 
 
 def test_cli_accepts_the_new_methods_and_options() -> None:
@@ -37,10 +38,10 @@ def _namespace(**kw) -> argparse.Namespace:
 
 def test_prepare_validates_exports_and_turns_on_kv_events(monkeypatch) -> None:
     monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(settings.ROUTER_ENV, raising=False)
     args = _namespace(fair_router_quantum=4096.0, fair_router_options='{"index_capacity_tokens": 1000}')
     router_cli.prepare_router_args(None, args)
-    config = json.loads(os.environ[router_cli.CONFIG_ENV])
+    config = json.loads(os.environ[settings.ROUTER_ENV])
     assert config == {"method": "d2lpm", "kv_port": 33095, "options": {
         "index_capacity_tokens": 1000, "quantum": 4096.0, "input_weight": 1.0, "output_weight": 2.0}}
     kv = json.loads(args.kv_events_config)
@@ -52,23 +53,23 @@ def test_the_router_charges_with_the_workers_weights(monkeypatch) -> None:
     for method in ("d2lpm", "d2lpm_global"):
         router_cli.prepare_router_args(None, _namespace(load_balance_method=method, fair_output_weight=4.0,
                                                         fair_input_weight=0.5))
-        options = json.loads(os.environ[router_cli.CONFIG_ENV])["options"]
+        options = json.loads(os.environ[settings.ROUTER_ENV])["options"]
         assert (options["input_weight"], options["output_weight"]) == (0.5, 4.0)
     # Routers that charge nothing take no weights.
     router_cli.prepare_router_args(None, _namespace(load_balance_method="preble", fair_output_weight=4.0))
-    assert "output_weight" not in json.loads(os.environ[router_cli.CONFIG_ENV])["options"]
+    assert "output_weight" not in json.loads(os.environ[settings.ROUTER_ENV])["options"]
     with pytest.raises(SystemExit, match="output_weight=3.0 contradicts --fair-output-weight 4.0"):
         router_cli.prepare_router_args(None, _namespace(fair_output_weight=4.0,
                                                         fair_router_options='{"output_weight": 3.0}'))
 
 
 def test_prepare_follows_user_kv_events(monkeypatch) -> None:
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(settings.ROUTER_ENV, raising=False)
     user = '{"publisher": "zmq", "endpoint": "tcp://*:5557"}'
     args = _namespace(kv_events_config=user)
     router_cli.prepare_router_args(None, args)
     assert args.kv_events_config == user
-    assert "kv_port" not in json.loads(os.environ[router_cli.CONFIG_ENV])
+    assert "kv_port" not in json.loads(os.environ[settings.ROUTER_ENV])
 
 
 @pytest.mark.parametrize(
@@ -87,10 +88,10 @@ def test_prepare_refuses_bad_options(kw, message, monkeypatch) -> None:
 
 
 def test_stock_methods_are_left_alone(monkeypatch) -> None:
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(settings.ROUTER_ENV, raising=False)
     args = _namespace(load_balance_method="round_robin")
     router_cli.prepare_router_args(None, args)
-    assert args.kv_events_config is None and router_cli.CONFIG_ENV not in os.environ
+    assert args.kv_events_config is None and settings.ROUTER_ENV not in os.environ
     assert router_cli.resolve_method(LoadBalanceMethod.from_str.__func__, LoadBalanceMethod, "d2lpm") is LoadBalanceMethod.ROUND_ROBIN
     with pytest.raises(ValueError, match="Invalid load balance method"):
         router_cli.resolve_method(LoadBalanceMethod.from_str.__func__, LoadBalanceMethod, "nope")
@@ -108,37 +109,37 @@ def test_feedback_endpoint_is_local_ipc_unless_a_router_host_is_set(monkeypatch)
 def test_prepare_points_kv_publishers_at_the_router_host(monkeypatch) -> None:
     monkeypatch.setenv(router_cli.HOST_ENV, "127.0.0.2")
     monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(settings.ROUTER_ENV, raising=False)
     args = _namespace()
     router_cli.prepare_router_args(None, args)
     assert json.loads(args.kv_events_config)["endpoint"] == "tcp://127.0.0.2:33095"
 
 
 def test_reserved_feedback_endpoint_is_exported_once(monkeypatch) -> None:
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(settings.ROUTER_ENV, raising=False)
     assert router_cli.reserve_feedback_endpoint() is None  # no fair router configured
     monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
     router_cli.prepare_router_args(None, _namespace())
     first = router_cli.reserve_feedback_endpoint()
     assert first and router_cli.reserve_feedback_endpoint() == first
-    assert router_cli.load_config("d2lpm")["feedback"] == first
-    assert router_cli.load_config("preble") == {"method": "preble", "options": {}}  # another method: defaults
+    assert RouterSettings.load("d2lpm").feedback == first
+    assert RouterSettings.load("preble") == RouterSettings("preble")  # another method: defaults
 
 
 def test_reserving_the_endpoint_tells_workers_whether_to_report_admissions(monkeypatch) -> None:
     from sglang_fair.binding import router_feedback
 
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(settings.ROUTER_ENV, raising=False)
     router_cli.reserve_feedback_endpoint("d2lpm_global")  # Ray actors' environment is fixed here
     assert os.environ[router_feedback.LATE_BINDING_ENV] == "1"
-    monkeypatch.delenv(router_cli.CONFIG_ENV)
+    monkeypatch.delenv(settings.ROUTER_ENV)
     router_cli.reserve_feedback_endpoint("d2lpm")
     assert router_feedback.LATE_BINDING_ENV not in os.environ
 
 
 def test_server_info_names_the_router_and_its_options(monkeypatch) -> None:
     monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
-    monkeypatch.delenv(router_cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(settings.ROUTER_ENV, raising=False)
     router_cli.prepare_router_args(None, _namespace(load_balance_method="d2lpm_global",
                                                     fair_router_options='{"local_queue_requests": 2}'))
     info = router_cli.describe_router({}, _namespace(load_balance_method="d2lpm_global"))
