@@ -293,3 +293,16 @@ def test_the_simulated_router_charges_with_the_policy_weights():
     for router in ("d2lpm", "d2lpm_global"):
         cluster = SimCluster(SimConfig(num_workers=2, router=router), FairOptions(input_weight=0.5, output_weight=4.0))
         assert (cluster.router.input_weight, cluster.router.output_weight) == (0.5, 4.0)
+
+
+def test_the_simulated_cluster_wide_dlpm_takes_the_policy_quantum():
+    from sglang_fair.core import FairOptions
+    from sglang_fair.sim.cluster import SimCluster, SimConfig
+
+    cluster = SimCluster(SimConfig(num_workers=2, router="d2lpm_global"), FairOptions(quantum=256.0))
+    assert cluster.router.fair.options.quantum == 256.0
+    own = SimCluster(SimConfig(num_workers=2, router="d2lpm_global", router_options={"quantum": 4096}),
+                     FairOptions(quantum=256.0))
+    assert own.router.fair.options.quantum == 4096
+    paper = SimCluster(SimConfig(num_workers=2, router="d2lpm"), FairOptions(quantum=256.0))
+    assert paper.router.quantum != 256.0  # Algorithm 2's Q^w is its own
