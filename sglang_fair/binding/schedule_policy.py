@@ -57,7 +57,7 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             _check_binding()
         self._next_idle_sweep = 0.0
         logger.info(
-            "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s, isolation=%s",
+            "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s, isolation=%s, via %s",
             policy,
             "gated" if self.gated else "stock order, accounting only",
             options.quantum,
@@ -65,6 +65,8 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             options.output_weight,
             self.fair.cost.name,
             f"on (max {options.max_preemptions} preemptions a request)" if options.isolation else "off",
+            "the patched SGLang source (patches/)" if getattr(_stock_module, "SGLANG_FAIR_BUILTIN", False)
+            else "the plugin's hooks",
         )
 
     # -- request tracking (called from scheduler_hooks) ----------------------

@@ -1,16 +1,19 @@
 """The HTTP edge of the real server: FairServe's throttle (HTTP 429 with Retry-After, never
-inside an interaction), header validation, and input that must not crash the server."""
+inside an interaction), header validation, and input that must not crash the server; on a
+stock SGLang (the plugin's hooks) and on one built from patches/ (the same calls in its source)."""
 
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
 
 from sglang_fair.testing.server import LocalServer
+from tests.support.patched_sglang import build_patched_tree, patched_env
 
 pytestmark = pytest.mark.server
 
@@ -26,13 +29,17 @@ def _post(server, client: str, headers: dict | None = None, input_ids=tuple(rang
         return err.code, {k.lower(): v for k, v in err.headers.items()}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", params=["stock", "patched"])
+def server(request, tmp_path_factory):
     config = tmp_path_factory.mktemp("fairserve") / "fairserve.yaml"
     # Treat the server as always overloaded, and allow one request per user per minute.
     config.write_text(yaml.safe_dump({"fairserve": {"overload_kv_usage": 0.0, "user_limit": 1, "window_s": 60}}))
     args = ["--policy", "fairserve", "--fair-policy-config", str(config)]
-    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True) as server:
+    env = patched_env(build_patched_tree(tmp_path_factory.mktemp("sglang"))) if request.param == "patched" else {}
+    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True, env=env) as server:
+        via = "the patched SGLang source (patches/)" if request.param == "patched" else "the plugin's hooks"
+        assert "schedule policy fairserve (gated), quantum=" in Path(server.log_path).read_text()
+        assert f"via {via}" in Path(server.log_path).read_text()  # the build this parameter means ran
         yield server
 
 

@@ -40,8 +40,15 @@ def test_a_patched_sglang_gets_exactly_the_hooks_no_patch_carries(sglang_runtime
     assert registered == [hook for hook in table if hook.patched_in is None]
     # Not carried by the series, so still hooked on a patched build (where they work the same).
     assert {hook.function.__name__ for hook in registered} >= {
-        "throttle_arrivals", "retry_after_header", "install_throttle_handler", "refuse_out_of_vocab_ids",
-        "refresh_when_idle", "plain_queue_for_lora_drainer", "init_controller"}
+        "refresh_when_idle", "plain_queue_for_lora_drainer", "init_controller", "install_admin_routes"}
+    # Carried by 0004: FairServe's throttle and the vocabulary check are in the patched source instead.
+    carried = {(hook.target.rsplit(".", 1)[-1], hook.function.__name__) for hook in table if hook.patched_in}
+    assert carried >= {("_abort_on_queued_limit", "throttle_arrivals"),
+                       ("_handle_abort_finish_reason", "retry_after_header"),
+                       ("launch_server", "install_throttle_handler"),
+                       ("_create_tokenized_object", "refuse_out_of_vocab_ids")}
+    assert not any(hook.function.__name__ in {"throttle_arrivals", "retry_after_header", "refuse_out_of_vocab_ids"}
+                   for hook in registered)
 
 
 def test_every_patched_in_names_a_function_of_the_pinned_release(sglang_runtime):

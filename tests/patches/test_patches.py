@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -16,28 +15,20 @@ from pathlib import Path
 
 import pytest
 
-PATCHES = sorted((Path(__file__).resolve().parents[2] / "patches").glob("0*.patch"))
+from tests.support.patched_sglang import PATCHES, build_patched_tree, patched_env
 
 
 @pytest.fixture(scope="module")
 def patched_tree(tmp_path_factory) -> Path:
-    sglang = pytest.importorskip("sglang")
-    assert sglang.__version__ == "0.5.23"
-    root = tmp_path_factory.mktemp("patched")
-    shutil.copytree(Path(sglang.__file__).parent, root / "sglang",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for patch in PATCHES:
-        check = subprocess.run(["git", "apply", "--check", "-p1", str(patch)], cwd=root, capture_output=True, text=True)
-        assert check.returncode == 0, f"{patch.name} does not apply: {check.stderr}"
-        subprocess.run(["git", "apply", "-p1", str(patch)], cwd=root, check=True)
-    return root
+    return build_patched_tree(tmp_path_factory.mktemp("patched"))
 
 
 @pytest.mark.engine
 def test_series_applies_and_compiles(patched_tree):
-    assert [p.name[:4] for p in PATCHES] == ["0001", "0002", "0003"]
+    assert [p.name[:4] for p in PATCHES] == ["0001", "0002", "0003", "0004"]
     touched = ["srt/server_args.py", "srt/managers/scheduler.py", "srt/managers/schedule_policy.py",
-               "srt/entrypoints/http_server.py", "srt/entrypoints/openai/serving_base.py"]
+               "srt/entrypoints/http_server.py", "srt/entrypoints/openai/serving_base.py",
+               "srt/managers/tokenizer_manager.py"]
     for rel in touched:
         path = patched_tree / "sglang" / rel
         assert "sglang-fair" in path.read_text() or "SGLANG_FAIR" in path.read_text(), rel
@@ -59,9 +50,7 @@ print(json.dumps({"location": sglang.__file__, "registered": registered, "expect
 
 
 def _probe(tree: Path | None) -> dict:
-    env = dict(os.environ)
-    if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ) | (patched_env(tree) if tree is not None else {})
     out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(out.splitlines()[-1])
 
@@ -87,8 +76,7 @@ def test_a_patched_sglang_is_hooked_only_where_no_patch_carries_the_call(patched
 def test_server_from_patched_tree_schedules_with_dlpm(patched_tree):
     from sglang_fair.testing.server import LocalServer
 
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(patched_tree), os.environ.get("PYTHONPATH")]))}
-    with LocalServer(extra_args=["--schedule-policy", "dlpm", "--enable-metrics"], env=env,
+    with LocalServer(extra_args=["--schedule-policy", "dlpm", "--enable-metrics"], env=patched_env(patched_tree),
                      skip_tokenizer_init=True) as server:
         for client in ("alice", "bob"):
             body = json.dumps({"input_ids": list(range(1, 60)), "sampling_params": {"max_new_tokens": 4}})
