@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from sglang_fair.bench.__main__ import main as bench_main
-from sglang_fair.bench.audit import AuditError, audit_run
+from sglang_fair.bench.audit import audit_fields
 from sglang_fair.bench.output import read_records, read_summary
 
 # name -> (policy, launcher arguments of its own)
@@ -86,14 +86,7 @@ def run_system(name: str, run_dir: Path, seed: int) -> dict:
         "wb_p99": o["well_behaved_program_latency_s"]["p99"],
         "workers_per_client": _workers_per_client(run_dir),
     }
-    try:
-        audit = audit_run(run_dir)
-    except AuditError as e:
-        row["audit_error"] = str(e)
-    else:
-        row |= {"gap": audit.gap.value, "bound": audit.bound.value, "bound_name": audit.bound.name,
-                "theorem": audit.bound.theorem, "within": not audit.violated}
-    return row
+    return row | audit_fields(run_dir)
 
 
 def _workers_per_client(run_dir: Path) -> dict[str, dict[int, int]]:

@@ -41,7 +41,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from sglang_fair.bench.audit import AuditError, audit_run
+from sglang_fair.bench.audit import audit_fields
 from sglang_fair.bench.output import write_run
 from sglang_fair.metrics.backlog import backlog_spans
 from sglang_fair.metrics.service import ServiceWeights, by_client
@@ -212,14 +212,7 @@ def run_one(wl: Workload, policy: str, router: str, workers: int, seed: int, fai
     }
     if run_dir is not None:
         row["run_dir"] = str(run_dir)
-        try:
-            a = audit_run(run_dir)
-        except AuditError as e:
-            row["audit_error"] = str(e)
-        else:
-            row |= {"gap": a.gap.value, "bound": a.bound.value, "bound_name": a.bound.name,
-                    "theorem": a.bound.theorem, "within": not a.violated, "worst_pair": a.gap.clients,
-                    "audit_notes": a.notes}
+        row |= audit_fields(run_dir)
     return row
 
 

@@ -86,6 +86,16 @@ def audit_run(run_dir: Path) -> Audit:
     return Audit(run_dir, label, bound, gap, l_input, _notes(summary, records))  # type: ignore[arg-type]
 
 
+def audit_fields(run_dir: Path) -> dict:
+    """``audit_run`` as flat fields for a benchmark's table row; ``audit_error`` when it cannot be audited."""
+    try:
+        a = audit_run(run_dir)
+    except AuditError as e:
+        return {"audit_error": str(e)}
+    return {"gap": a.gap.value, "bound": a.bound.value, "bound_name": a.bound.name, "theorem": a.bound.theorem,
+            "within": not a.violated, "worst_pair": a.gap.clients, "audit_notes": a.notes}
+
+
 def _notes(summary: dict, records: list) -> list[str]:
     notes = []
     if summary.get("run", {}).get("partial"):

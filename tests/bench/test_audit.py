@@ -113,3 +113,13 @@ def test_flood_exceeds_the_dlpm_bound_under_lpm_and_fcfs_only(tmp_path, capsys, 
     text = capsys.readouterr().out
     bound = "DLPM Theorem 4.1" if policy == "dlpm" else f"reference: D²LPM shape ({policy} has no bound)"
     assert bound in text
+
+
+def test_audit_fields_give_a_benchmark_row_the_gap_and_bound_or_the_reason(tmp_path):
+    from sglang_fair.bench.audit import audit_fields
+
+    hog = audit_fields(hogging(tmp_path / "hog"))
+    assert (hog["gap"], hog["bound"], hog["within"], hog["theorem"]) == (4500.0, 1020.0, False, True)
+    assert "DLPM Theorem 4.1" in hog["bound_name"] and tuple(hog["worst_pair"]) == ("a", "b")
+    assert audit_fields(alternating(tmp_path / "alt"))["within"] is True
+    assert "not a directory" in audit_fields(tmp_path / "missing")["audit_error"]
