@@ -53,7 +53,8 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         # progress, and the candidate the walk offered last.
         self.admission_queue = None
         self.offered = None
-        if self.gated and not getattr(_stock_module, "SGLANG_FAIR_BUILTIN", False):
+        patched = getattr(_stock_module, "SGLANG_FAIR_BUILTIN", False)  # built from patches/
+        if self.gated and not patched:
             _check_binding()
         self._next_idle_sweep = 0.0
         logger.info(
@@ -65,8 +66,7 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             options.output_weight,
             self.fair.cost.name,
             f"on (max {options.max_preemptions} preemptions a request)" if options.isolation else "off",
-            "the patched SGLang source (patches/)" if getattr(_stock_module, "SGLANG_FAIR_BUILTIN", False)
-            else "the plugin's hooks",
+            "the patched SGLang source (patches/)" if patched else "the plugin's hooks",
         )
 
     # -- request tracking (called from scheduler_hooks) ----------------------

@@ -38,8 +38,9 @@ def server(request, tmp_path_factory):
     env = patched_env(build_patched_tree(tmp_path_factory.mktemp("sglang"))) if request.param == "patched" else {}
     with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True, env=env) as server:
         via = "the patched SGLang source (patches/)" if request.param == "patched" else "the plugin's hooks"
-        assert "schedule policy fairserve (gated), quantum=" in Path(server.log_path).read_text()
-        assert f"via {via}" in Path(server.log_path).read_text()  # the build this parameter means ran
+        log = Path(server.log_path).read_text()
+        assert "schedule policy fairserve (gated), quantum=" in log
+        assert f"via {via}" in log  # the build this parameter means ran
         yield server
 
 
