@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install sglang-fair on a GPU machine: SGLang 0.5.23 with its normal
+# Install sglang-fair on a GPU machine: SGLang (0.5.23 unless SGLANG_VERSION says) with its normal
 # dependencies (CUDA torch, sglang-kernel, FlashInfer, ...), then the project
 # with Ray (for --use-ray), then a smoke test of the result.
 # Not for CPU-only machines (use scripts/install_cpu.sh), and never together
@@ -7,25 +7,27 @@
 #
 #   scripts/install_gpu.sh              # into ./.venv of the repository
 #   VENV=/path/to/venv scripts/install_gpu.sh
-#   VENV=/path/to/existing/sglang/venv scripts/install_gpu.sh   # beside an SGLang 0.5.23 already there
+#   VENV=/path/to/existing/sglang/venv SGLANG_VERSION=0.5.22 scripts/install_gpu.sh   # beside an SGLang 0.5.22 already there
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$REPO/.venv}"
 PYTHON="${PYTHON:-python3}"
-SGLANG_PIN="sglang==0.5.23"
+# Another supported release (sglang_fair/binding/version.py), e.g. beside an SGLang already there.
+SGLANG_VERSION="${SGLANG_VERSION:-0.5.23}"
+SGLANG_PIN="sglang==$SGLANG_VERSION"
 
 fail() { echo "install_gpu: $*" >&2; exit 1; }
 
 if [[ ! -x "$VENV/bin/python" ]]; then
-    # SGLang 0.5.23 needs Python >= 3.11; say so before pip fails on it.
+    # SGLang needs Python >= 3.11; say so before pip fails on it.
     "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
-        || fail "$PYTHON is $("$PYTHON" -V 2>&1); SGLang 0.5.23 needs Python >= 3.11 (set PYTHON=python3.11)"
+        || fail "$PYTHON is $("$PYTHON" -V 2>&1); SGLang needs Python >= 3.11 (set PYTHON=python3.11)"
     echo "install_gpu: creating venv $VENV"
     "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
-    || fail "$VENV runs $("$VENV/bin/python" -V 2>&1); SGLang 0.5.23 needs Python >= 3.11"
+    || fail "$VENV runs $("$VENV/bin/python" -V 2>&1); SGLang needs Python >= 3.11"
 if "$VENV/bin/python" -m pip show sglang-fair-cpu-shims >/dev/null 2>&1; then
     fail "$VENV has the CPU stand-ins of scripts/install_cpu.sh; use a fresh VENV for the GPU install"
 fi

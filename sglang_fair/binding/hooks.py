@@ -31,6 +31,11 @@ _RAY_ENGINE = "sglang.srt.ray.engine.RayEngine"
 # Every output a scheduler sends for a request goes through here (batch results,
 # and requests rejected before running); aborts of queued requests do not.
 _STREAMER = "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer.stream_output"
+# And every answer for a request a scheduler ends outside that stream (aborted while queued,
+# rejected, retracted) goes through here: SGLang 0.5.23 gathered these sends into one method;
+# 0.5.21 and 0.5.22 call the tokenizer socket's sender inline, which carries other replies too.
+_ABORT_SENDER = f"{_SCHEDULER}.send_abort_output"
+_ABORT_SENDER_BEFORE_0_5_23 = "sglang.srt.managers.scheduler_components.output_sender.SenderWrapper.send_output"
 
 
 @dataclass(frozen=True)
@@ -47,9 +52,11 @@ def hook_table() -> list[Hook]:
     from sglang_fair.binding import (admin, admission_gate, cli, client_keys, dp_controller, identity, router_cli,
                                      router_feedback, router_health, scheduler_hooks, validation)
     from sglang_fair.binding.schedule_policy import FairSchedulePolicy
+    from sglang_fair.binding.version import sends_aborts_inline
 
     after, before, around, replace = HookType.AFTER, HookType.BEFORE, HookType.AROUND, HookType.REPLACE
     s = "scheduler"
+    abort_sender = _ABORT_SENDER_BEFORE_0_5_23 if sends_aborts_inline() else _ABORT_SENDER
     table = [
         Hook(f"{_SERVER_ARGS}.add_cli_args", cli.extend_cli, after, s, f"{_SERVER_ARGS}.add_cli_args"),
         Hook(f"{_SERVER_ARGS}.from_cli_args", cli.capture_options, after, s, f"{_SERVER_ARGS}.from_cli_args"),
@@ -95,7 +102,7 @@ def hook_table() -> list[Hook]:
         Hook(f"{_DPC}.DataParallelController.event_loop", dp_controller.run_event_loop, around, "router"),
         Hook(f"{_SCHEDULER}.__init__", router_feedback.announce_worker, after, "router"),
         Hook(_STREAMER, router_feedback.report_finished, after, "router"),
-        Hook(f"{_SCHEDULER}.send_abort_output", router_feedback.report_aborted, after, "router"),
+        Hook(abort_sender, router_feedback.report_aborted, after, "router"),
         # Inert unless the router holds requests (SGLANG_FAIR_ROUTER_LATE_BINDING).
         Hook(f"{_SCHEDULER}.get_new_batch_prefill", router_feedback.report_admitted, after, "router"),
         Hook(f"{_SCHEDULER}.process_batch_result", router_feedback.report_progress, after, "router"),

@@ -9,7 +9,8 @@ The messages are ``binding/worker_reports.py``'s structs.
 * AFTER ``Scheduler.__init__``: ``Hello(rank, pid)``, so the controller can
   watch the process.
 * AFTER ``SchedulerOutputStreamer.stream_output`` and
-  ``Scheduler.send_abort_output``: ``Done(rank, [(rid, client, output
+  ``Scheduler.send_abort_output`` (before SGLang 0.5.23, the tokenizer
+  socket's ``SenderWrapper.send_output``): ``Done(rank, [(rid, client, output
   tokens)])`` for finished, rejected or aborted requests; ``Beat(rank)``
   every few seconds from a worker busy with long requests.
 
@@ -138,8 +139,12 @@ def report_finished(result, streamer, reqs, *args, **kwargs):
     return result
 
 
-def report_aborted(result, scheduler, abort_req, req, *args, **kwargs):
-    if req is not None and _feedback_sender() is not None:
+def report_aborted(result, sender, abort_req, req=None, *args, **kwargs):
+    """AFTER the abort sender: ``Scheduler.send_abort_output(abort_req, req)``, or before SGLang
+    0.5.23 ``SenderWrapper.send_output(output, recv_obj)``, which sends other replies too."""
+    from sglang.srt.managers.io_struct import AbortReq
+
+    if req is not None and isinstance(abort_req, AbortReq) and _feedback_sender() is not None:
         item = _report(req)
         if item is not None:
             _send_reports([item])

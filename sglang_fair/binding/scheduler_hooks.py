@@ -76,7 +76,11 @@ def _refuse(scheduler, req, status: HTTPStatus, message: str, **fields) -> None:
     from sglang.srt.managers.scheduler import _make_abort_req
 
     reason = {"type": "abort", "status_code": status, "message": message, **fields}
-    scheduler.send_abort_output(_make_abort_req(req, finished_reason=reason), req)
+    abort_req = _make_abort_req(req, finished_reason=reason)
+    if hasattr(scheduler, "send_abort_output"):
+        scheduler.send_abort_output(abort_req, req)
+    else:  # SGLang before 0.5.23 sends it inline, the same way
+        scheduler.ipc_channels.send_to_tokenizer.send_output(abort_req, req)
 
 
 def fair_prefill_adder(adder_cls, scheduler, *args, **kwargs):
@@ -193,15 +197,24 @@ def _kv_usage(scheduler) -> float:
 
 
 async def retry_after_header(original, manager, out, *args, **kwargs):
+    """AROUND ``TokenizerManager._handle_abort_finish_reason``: a throttled request's 429 keeps
+    its ``Retry-After``. SGLang 0.5.22 ends only 400/500/503 aborts as errors (a 429 would
+    answer 200), so SGLang handles ours as a 503, with its usual cleanup, and we answer 429."""
     import fastapi
 
-    try:
+    reason = out["meta_info"]["finish_reason"]
+    throttled = (isinstance(reason, dict) and reason.get("type") == "abort"
+                 and reason.get("status_code") == HTTPStatus.TOO_MANY_REQUESTS)
+    if not throttled:
         return await original(manager, out, *args, **kwargs)
+    status, reason["status_code"] = reason["status_code"], int(HTTPStatus.SERVICE_UNAVAILABLE)
+    try:
+        return await original(manager, out, *args, **kwargs)  # a stream's abort chunk, or raises
     except fastapi.HTTPException as exc:
-        retry = out["meta_info"]["finish_reason"].get("retry_after")
-        if exc.status_code != HTTPStatus.TOO_MANY_REQUESTS or retry is None:
-            raise
-        raise fastapi.HTTPException(exc.status_code, exc.detail, headers={"Retry-After": str(retry)}) from None
+        headers = {"Retry-After": str(reason["retry_after"])} if reason.get("retry_after") is not None else None
+        raise fastapi.HTTPException(HTTPStatus.TOO_MANY_REQUESTS, exc.detail, headers=headers) from None
+    finally:
+        reason["status_code"] = status
 
 
 def install_throttle_handler(server_args, *args, **kwargs):

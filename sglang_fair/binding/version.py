@@ -13,11 +13,12 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
+import re
 
 logger = logging.getLogger(__name__)
 
 # Releases the engine and server tests pass on (docs/architecture.md, "Supported SGLang releases").
-SUPPORTED_SGLANG = ("0.5.23",)
+SUPPORTED_SGLANG = ("0.5.22", "0.5.23")
 OVERRIDE_ENV = "SGLANG_FAIR_ALLOW_UNSUPPORTED_SGLANG"
 
 
@@ -44,3 +45,15 @@ def check_sglang(version: str | None = None) -> str:
         logger.warning("%s; loading anyway because %s=1: fair scheduling may not work", message, OVERRIDE_ENV)
         return version
     raise UnsupportedSGLang(message + f"; {OVERRIDE_ENV}=1 loads it anyway, untested")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"0.5.22"`` -> (0, 5, 22); a suffix (``rc1``, ``.post1``, ``+cpu``) does not count."""
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def sends_aborts_inline(version: str | None = None) -> bool:
+    """True for SGLang before 0.5.23, whose scheduler sends abort answers through its tokenizer
+    socket inline rather than through ``Scheduler.send_abort_output``."""
+    version = installed_sglang() if version is None else version
+    return version is not None and _release(version) < (0, 5, 23)

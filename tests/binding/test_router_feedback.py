@@ -28,6 +28,7 @@ class FakeReq:
 
 def test_scheduler_side_reports_each_finished_request_once(monkeypatch) -> None:
     import sglang.srt.runtime_context as rc
+    from sglang.srt.managers.io_struct import AbortReq
 
     context = zmq.Context.instance()
     sink = context.socket(zmq.PULL)
@@ -41,7 +42,9 @@ def test_scheduler_side_reports_each_finished_request_once(monkeypatch) -> None:
         reqs = [FakeReq("a", True, 5), FakeReq("b", False, 2)]
         router_feedback.report_finished(None, object(), reqs, False)
         router_feedback.report_finished(None, object(), reqs, False)  # "a" again: not reported twice
-        router_feedback.report_aborted(None, object(), object(), FakeReq("c", True, 0))
+        # Before SGLang 0.5.23 the hooked sender carries other replies too: only aborts count.
+        router_feedback.report_aborted(None, object(), object(), FakeReq("x", True, 3))
+        router_feedback.report_aborted(None, object(), AbortReq(rid="c"), FakeReq("c", True, 0))
         got = []
         while sink.poll(200):
             got.append(msgspec.msgpack.decode(sink.recv()))

@@ -7,7 +7,8 @@ import logging
 import pytest
 
 from sglang_fair.binding import version
-from sglang_fair.binding.version import OVERRIDE_ENV, SUPPORTED_SGLANG, UnsupportedSGLang, check_sglang
+from sglang_fair.binding.version import (OVERRIDE_ENV, SUPPORTED_SGLANG, UnsupportedSGLang, check_sglang,
+                                         sends_aborts_inline)
 
 
 def test_the_pinned_release_is_supported_and_installed():
@@ -31,6 +32,12 @@ def test_the_override_loads_with_a_warning(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger=version.__name__):
         assert check_sglang("0.5.14") == "0.5.14"
     assert "loading anyway" in caplog.text
+
+
+def test_releases_before_0_5_23_send_abort_answers_inline():
+    # The hook table then reports aborts from the tokenizer socket's sender (binding/hooks.py).
+    assert sends_aborts_inline("0.5.22") and sends_aborts_inline("0.5.21.post1")
+    assert not any(map(sends_aborts_inline, ["0.5.23", "0.5.23+cpu", "0.5.24", "0.6.0", "1.0"]))
 
 
 @pytest.mark.engine

@@ -1,7 +1,8 @@
-"""patches/ applies cleanly to the pinned SGLang's source, and the patched tree works.
+"""Each release's series in patches/ applies cleanly to that SGLang's source, and the patched tree works.
 
-The pristine source is the installed sglang==0.5.23 package (its wheel ships
-the Python source the patches touch).
+The pristine source is the installed sglang package (its wheel ships the
+Python source the patches touch); the series for the other supported
+releases are checked by scripts/test_sglang_release.sh.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.patched_sglang import PATCHES, build_patched_tree, patched_env
+from tests.support.patched_sglang import PATCHES_DIR, build_patched_tree, patch_series, patched_env
+
+
+def test_patches_hold_one_series_per_supported_release():
+    from sglang_fair.binding.version import SUPPORTED_SGLANG
+
+    assert sorted(p.name for p in PATCHES_DIR.iterdir() if p.is_dir()) == sorted(SUPPORTED_SGLANG)
+    names = [p.name for p in patch_series(SUPPORTED_SGLANG[-1])]
+    for release in SUPPORTED_SGLANG:
+        assert [p.name for p in patch_series(release)] == names, release
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +35,9 @@ def patched_tree(tmp_path_factory) -> Path:
 
 @pytest.mark.engine
 def test_series_applies_and_compiles(patched_tree):
-    assert [p.name[:4] for p in PATCHES] == ["0001", "0002", "0003", "0004"]
+    import sglang
+
+    assert [p.name[:4] for p in patch_series(sglang.__version__)] == ["0001", "0002", "0003", "0004"]
     touched = ["srt/server_args.py", "srt/managers/scheduler.py", "srt/managers/schedule_policy.py",
                "srt/entrypoints/http_server.py", "srt/entrypoints/openai/serving_base.py",
                "srt/managers/tokenizer_manager.py"]
