@@ -42,6 +42,7 @@ from http import HTTPStatus
 from sglang_fair.binding import admission_gate, isolation
 from sglang_fair.binding.metrics import ClientMetrics
 from sglang_fair.binding.schedule_policy import FairSchedulePolicy, fair_policy
+from sglang_fair.binding.version import sends_aborts_inline
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +78,10 @@ def _refuse(scheduler, req, status: HTTPStatus, message: str, **fields) -> None:
 
     reason = {"type": "abort", "status_code": status, "message": message, **fields}
     abort_req = _make_abort_req(req, finished_reason=reason)
-    if hasattr(scheduler, "send_abort_output"):
-        scheduler.send_abort_output(abort_req, req)
-    else:  # SGLang before 0.5.23 sends it inline, the same way
+    if sends_aborts_inline():  # as SGLang itself does there (the hook table reports these the same way)
         scheduler.ipc_channels.send_to_tokenizer.send_output(abort_req, req)
+    else:
+        scheduler.send_abort_output(abort_req, req)
 
 
 def fair_prefill_adder(adder_cls, scheduler, *args, **kwargs):

@@ -10,6 +10,7 @@ the plugin then loads with a warning in every process's log.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import logging
 import os
@@ -26,6 +27,7 @@ class UnsupportedSGLang(RuntimeError):
     """The installed SGLang is not a release this binding supports."""
 
 
+@functools.cache  # read once per process: callers include per-request refusals
 def installed_sglang() -> str | None:
     try:
         return importlib.metadata.version("sglang")
