@@ -22,6 +22,10 @@ Hooks:
 * ``accept_fair_settings`` AFTER
   ``scheduler_components.internal_state.SchedulerInternalStateController._update_handlers``.
 * ``report_fair_settings`` AFTER ``SchedulerInternalStateController.get_internal_state``.
+* SGLang 0.5.21 keeps both on the scheduler, with no table of updatable keys:
+  ``set_fair_settings`` AROUND ``Scheduler.set_internal_state`` takes the
+  ``fair_settings`` key (alone: a request mixing it with SGLang's keys is
+  refused), and ``report_fair_settings`` is AFTER ``Scheduler.get_internal_state``.
 """
 
 # No ``from __future__ import annotations``: FastAPI must see the handlers'
@@ -82,27 +86,55 @@ def accept_fair_settings(handlers: dict, controller, *args, **kwargs) -> dict:
     from sglang.srt.managers.scheduler_components.internal_state import UpdateRejected, _UpdateHandler
 
     def validate(key: str, value) -> None:
-        policy = fair_policy(controller.scheduler)
-        if policy is None:
-            raise UpdateRejected("fair settings: this scheduler runs no sglang-fair policy")
-        try:
-            update = SettingsUpdate.parse(value)
-        except OptionError as exc:
-            raise UpdateRejected(str(exc)) from None
-        if update.throttle and policy.fair.policy.throttle_settings() is None:
-            raise UpdateRejected(f"fair settings: policy {policy.fair.options.policy} does not throttle")
+        problem = _settings_problem(controller.scheduler, value)
+        if problem:
+            raise UpdateRejected(problem)
 
     def apply(key: str, value) -> None:
-        policy = fair_policy(controller.scheduler)
-        settings = policy.fair.update_settings(SettingsUpdate.parse(value))
-        logger.info("sglang-fair: settings changed at run time: %s", settings)
+        _apply_settings(controller.scheduler, value)
 
     handlers[SETTINGS_KEY] = _UpdateHandler(validate, apply)
     return handlers
 
 
-def report_fair_settings(result, controller, *args, **kwargs):
-    policy = fair_policy(controller.scheduler)
+def set_fair_settings(original, scheduler, recv_req, *args, **kwargs):
+    """SGLang 0.5.21: the scheduler answers ``SetInternalStateReq`` itself."""
+    from sglang.srt.managers.io_struct import SetInternalStateReqOutput
+
+    requested = recv_req.server_args
+    if SETTINGS_KEY not in requested:
+        return original(scheduler, recv_req, *args, **kwargs)
+    problem = _settings_problem(scheduler, requested[SETTINGS_KEY])
+    if problem is None and len(requested) > 1:
+        problem = f"{SETTINGS_KEY} is changed alone, not with {sorted(set(requested) - {SETTINGS_KEY})}"
+    if problem:
+        logger.warning(problem)
+        return SetInternalStateReqOutput(updated=False)
+    _apply_settings(scheduler, requested[SETTINGS_KEY])
+    return SetInternalStateReqOutput(updated=True)
+
+
+def report_fair_settings(result, owner, *args, **kwargs):
+    # ``owner``: the internal-state controller, or on SGLang 0.5.21 the scheduler itself.
+    policy = fair_policy(getattr(owner, "scheduler", owner))
     if policy is not None:
         result.internal_state["fair"] = policy.fair.settings()
     return result
+
+
+def _settings_problem(scheduler, value) -> str | None:
+    policy = fair_policy(scheduler)
+    if policy is None:
+        return "fair settings: this scheduler runs no sglang-fair policy"
+    try:
+        update = SettingsUpdate.parse(value)
+    except OptionError as exc:
+        return str(exc)
+    if update.throttle and policy.fair.policy.throttle_settings() is None:
+        return f"fair settings: policy {policy.fair.options.policy} does not throttle"
+    return None
+
+
+def _apply_settings(scheduler, value) -> None:
+    settings = fair_policy(scheduler).fair.update_settings(SettingsUpdate.parse(value))
+    logger.info("sglang-fair: settings changed at run time: %s", settings)

@@ -6,7 +6,10 @@ admits with ``for req in self.waiting_queue``. During a gated pass
 ``_AdmissionQueue``; building the fair adder arms it, and its next iteration,
 the admission loop that follows the adder, yields the policy's candidates
 instead of the raw queue. Everything else in the loop (budgets, chunking,
-LoRA, prefetch) stays SGLang's.
+LoRA, prefetch) stays SGLang's. SGLang 0.5.22 and later build the adder from
+``Scheduler.get_prefill_adder_class()``, which the fair policy extends; 0.5.21
+names ``PrefillAdder`` itself, so there the fair adder stands in for that class
+and takes its policy from the pass in progress (``pass_policy``).
 
 This relies on the shape of one SGLang function, so it is checked twice, and
 a mismatch stops the scheduler rather than letting it run unfair:
@@ -23,19 +26,22 @@ a mismatch stops the scheduler rather than letting it run unfair:
 from __future__ import annotations
 
 import ast
+import contextvars
 import functools
 import inspect
 import textwrap
 
 from sglang_fair.binding import isolation
 from sglang_fair.binding.schedule_policy import fair_policy
-from sglang_fair.binding.version import installed_sglang
+from sglang_fair.binding.version import installed_sglang, release_before
 
 _HOOK = "gate_prefill_admission (AROUND Scheduler._get_new_batch_prefill_raw)"
 # Calls that may take the waiting queue between building the adder and the loop.
 # The LoRA drainer iterates it, so it gets a plain copy (``plain_queue_for_lora_drainer``);
 # the policy's chunk limit only iterates under shortest-prefill-first, which no gated policy uses.
 _QUEUE_READERS = {"len", "shortest_prefill_chunk_limit", "update_draining_state"}
+# The fair policy of the admission pass in progress (its scheduler's), for adders SGLang builds itself.
+_PASS_POLICY: contextvars.ContextVar = contextvars.ContextVar("sglang_fair_pass_policy", default=None)
 
 
 class AdmissionBypassed(RuntimeError):
@@ -68,8 +74,16 @@ def gate_prefill_admission(original, scheduler, *args, **kwargs):
     if fair is None:
         return original(scheduler, *args, **kwargs)
     fair.reconcile_queue(scheduler.waiting_queue)
-    if not fair.gated:
-        return original(scheduler, *args, **kwargs)
+    token = _PASS_POLICY.set(fair)
+    try:
+        if not fair.gated:
+            return original(scheduler, *args, **kwargs)
+        return _gated_pass(original, fair, scheduler, *args, **kwargs)
+    finally:
+        _PASS_POLICY.reset(token)
+
+
+def _gated_pass(original, fair, scheduler, *args, **kwargs):
     queue = scheduler.waiting_queue
     if not isinstance(queue, _AdmissionQueue):
         queue = scheduler.waiting_queue = _AdmissionQueue(queue)
@@ -91,6 +105,11 @@ def gate_prefill_admission(original, scheduler, *args, **kwargs):
     if not walked:
         raise AdmissionBypassed(_bypass_message("built the prefill adder but never iterated the waiting queue"))
     return result
+
+
+def pass_policy():
+    """The fair policy of the admission pass in progress, or None outside one."""
+    return _PASS_POLICY.get()
 
 
 def fair_adder_built(fair) -> None:
@@ -135,15 +154,18 @@ def check_admission_loop() -> None:
             + "; ".join(problems) + ". Install a supported SGLang release (sglang_fair/binding/version.py).")
 
 
-def admission_loop_problems(function) -> list[str]:
-    """What in ``function`` (SGLang's admission function, hooks unwrapped) breaks the gate's assumptions."""
+def admission_loop_problems(function, release: str | None = None) -> list[str]:
+    """What in ``function`` (SGLang's admission function, hooks unwrapped) breaks the gate's assumptions,
+    on the installed SGLang (or ``release``): it decides how the adder may be built."""
+    named = release_before("0.5.22", release)  # the hook table replaces the class name PrefillAdder there
     function = inspect.unwrap(function)
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     ast.increment_lineno(tree, function.__code__.co_firstlineno - 1)  # lines as in SGLang's file
     body = tree.body[0].body
-    builds = [i for i, stmt in enumerate(body) if _builds_adder(stmt)]
+    builds = [i for i, stmt in enumerate(body) if _builds_adder(stmt, named)]
     if len(builds) != 1:
-        return [f"expected one `adder = self.get_prefill_adder_class()(...)` statement, found {len(builds)}"]
+        form = "PrefillAdder(...)" if named else "self.get_prefill_adder_class()(...)"
+        return [f"expected one `adder = {form}` statement, found {len(builds)}"]
     start = builds[0] + 1
     loops = [i for i in range(start, len(body)) if isinstance(body[i], ast.For) and _is_queue(body[i].iter)]
     if not loops:
@@ -167,9 +189,14 @@ def admission_loop_problems(function) -> list[str]:
     return problems
 
 
-def _builds_adder(stmt: ast.stmt) -> bool:
-    return (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Call) and _call_name(stmt.value.func) == "get_prefill_adder_class")
+def _builds_adder(stmt: ast.stmt, named: bool) -> bool:
+    """``adder = self.get_prefill_adder_class()(...)``, or where ``named`` ``adder = PrefillAdder(...)``."""
+    if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)):
+        return False
+    func = stmt.value.func
+    if named:
+        return isinstance(func, ast.Name) and func.id == "PrefillAdder"
+    return isinstance(func, ast.Call) and _call_name(func) == "get_prefill_adder_class"
 
 
 def _is_queue(node: ast.AST) -> bool:

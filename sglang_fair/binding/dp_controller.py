@@ -17,6 +17,11 @@ dead workers: ``worker_liveness``):
 * AROUND ``DataParallelController.event_loop``: poll the tokenizer, the side
   channel and the KV event sockets together (no busy loop), watch the
   workers, warn about workers that stop reporting.
+* SGLang 0.5.21's controller process does not load plugins, so none of the
+  above would apply in it: AROUND ``Engine._launch_scheduler_processes``,
+  ``controller_process_loads_plugins`` has the launch spawn
+  ``run_controller_with_plugins`` (which loads them, then runs SGLang's
+  ``run_data_parallel_controller_process``) for the duration of the launch.
 
 A worker that dies (its scheduler process exits; under Ray, its actor's event
 loop ends): the router stops routing to it and drops its cache entries, and
@@ -49,6 +54,7 @@ from sglang_fair.binding import router_cli, router_feedback, router_health, rout
 from sglang_fair.binding.admin import SETTINGS_KEY
 from sglang_fair.binding.identity import client_of
 from sglang_fair.binding.settings import RouterSettings
+from sglang_fair.binding.sglang_fields import data_parallel
 from sglang_fair.binding.worker_liveness import ProcessLiveness, RayLiveness, WorkerLiveness, loops_per_rank
 from sglang_fair.core import OptionError, SettingsUpdate
 from sglang_fair.router import NoLiveWorkerError, Router, make_router
@@ -59,6 +65,28 @@ POLL_MS = 50
 LIVENESS_EVERY_S = 0.5
 
 
+def controller_process_loads_plugins(original, cls, *args, **kwargs):
+    """SGLang 0.5.21: its launch spawns the name ``engine.run_data_parallel_controller_process``
+    (pickled by reference); for this launch that name is ours."""
+    from sglang.srt.entrypoints import engine
+
+    stock = engine.run_data_parallel_controller_process
+    engine.run_data_parallel_controller_process = run_controller_with_plugins
+    try:
+        return original(cls, *args, **kwargs)
+    finally:
+        engine.run_data_parallel_controller_process = stock
+
+
+def run_controller_with_plugins(*args, **kwargs) -> None:
+    """The data-parallel controller process's entry point on SGLang 0.5.21."""
+    from sglang.srt.managers import data_parallel_controller
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+    data_parallel_controller.run_data_parallel_controller_process(*args, **kwargs)
+
+
 def init_controller(original, controller, server_args, port_args, *args, **kwargs):
     from sglang.srt.runtime_context import get_parallel
 
@@ -66,9 +94,10 @@ def init_controller(original, controller, server_args, port_args, *args, **kwarg
     method = parallel.load_balance_method
     if method not in router_cli.FAIR_METHODS:
         return original(controller, server_args, port_args, *args, **kwargs)
-    if parallel.attn_dp_enabled:
+    ranks, dp_attention = data_parallel(parallel)
+    if dp_attention:
         raise ValueError(f"--load-balance-method {method} needs plain data parallelism, not DP attention")
-    binding = RouterBinding.create(method, parallel.num_dp_ranks, server_args)
+    binding = RouterBinding.create(method, ranks, server_args)
     try:
         original(controller, server_args, port_args, *args, **kwargs)
     except BaseException:
@@ -76,7 +105,7 @@ def init_controller(original, controller, server_args, port_args, *args, **kwarg
         raise
     binding.attach(controller, port_args)
     controller._fair_router = binding
-    logger.info("sglang-fair: data-parallel routing with %s over %d workers", method, parallel.num_dp_ranks)
+    logger.info("sglang-fair: data-parallel routing with %s over %d workers", method, ranks)
 
 
 def run_event_loop(original, controller, *args, **kwargs):

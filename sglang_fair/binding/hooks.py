@@ -7,7 +7,9 @@ registers every entry on a stock SGLang, and on a patched one only the
 entries no patch carries. ``tests/binding/test_hooks.py`` holds the table
 against the patch series and the docs; ``unapplied`` lets a scheduler refuse
 to start when SGLang could not apply a hook it relies on (HookRegistry logs
-such a failure and goes on).
+such a failure and goes on). A few targets depend on the installed release
+(``version.SUPPORTED_SGLANG``): where an older release lacks the function a
+hook wraps, the table names the nearest one that carries the same call.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ _REGISTRY_FILE = hook_registry.__file__
 _SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
 _TOKENIZER = "sglang.srt.managers.tokenizer_manager.TokenizerManager"
 _OPENAI_BASE = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase"
+_HTTP = "sglang.srt.entrypoints.http_server"
 _SERVER_ARGS = "sglang.srt.server_args.ServerArgs"
 _DPC = "sglang.srt.managers.data_parallel_controller"
 _INTERNAL_STATE = "sglang.srt.managers.scheduler_components.internal_state.SchedulerInternalStateController"
@@ -52,11 +55,30 @@ def hook_table() -> list[Hook]:
     from sglang_fair.binding import (admin, admission_gate, cli, client_keys, dp_controller, identity, router_cli,
                                      router_feedback, router_health, scheduler_hooks, validation)
     from sglang_fair.binding.schedule_policy import FairSchedulePolicy
-    from sglang_fair.binding.version import sends_aborts_inline
+    from sglang_fair.binding.version import release_before, sends_aborts_inline
 
     after, before, around, replace = HookType.AFTER, HookType.BEFORE, HookType.AROUND, HookType.REPLACE
     s = "scheduler"
     abort_sender = _ABORT_SENDER_BEFORE_0_5_23 if sends_aborts_inline() else _ABORT_SENDER
+    if release_before("0.5.22"):  # SGLang 0.5.21 lacks these seams; the nearest function that carries each
+        adder = Hook("sglang.srt.managers.scheduler.PrefillAdder", scheduler_hooks.pass_prefill_adder(), replace, s,
+                     f"{_SCHEDULER}._get_new_batch_prefill_raw")
+        generate = Hook(f"{_HTTP}.launch_server", identity.identify_generate_route, before, s,
+                        f"{_HTTP}.generate_request")
+        settings = [Hook(f"{_SCHEDULER}.set_internal_state", admin.set_fair_settings, around, s),
+                    Hook(f"{_SCHEDULER}.get_internal_state", admin.report_fair_settings, after, s)]
+        server_info = Hook(f"{_HTTP}.launch_server", router_cli.describe_router_on_route, before, "router")
+        router_process = [Hook("sglang.srt.entrypoints.engine.Engine._launch_scheduler_processes",
+                               dp_controller.controller_process_loads_plugins, around, "router")]
+    else:
+        adder = Hook(f"{_SCHEDULER}.get_prefill_adder_class", scheduler_hooks.fair_prefill_adder, after, s,
+                     f"{_SCHEDULER}.get_prefill_adder_class")
+        generate = Hook(f"{_HTTP}.serve_generate_request", identity.client_from_generate_headers, before, s,
+                        f"{_HTTP}.serve_generate_request")
+        settings = [Hook(f"{_INTERNAL_STATE}._update_handlers", admin.accept_fair_settings, after, s),
+                    Hook(f"{_INTERNAL_STATE}.get_internal_state", admin.report_fair_settings, after, s)]
+        server_info = Hook("sglang.srt.utils.common.build_server_info", router_cli.describe_router, after, "router")
+        router_process = []  # the controller process loads plugins itself
     table = [
         Hook(f"{_SERVER_ARGS}.add_cli_args", cli.extend_cli, after, s, f"{_SERVER_ARGS}.add_cli_args"),
         Hook(f"{_SERVER_ARGS}.from_cli_args", cli.capture_options, after, s, f"{_SERVER_ARGS}.from_cli_args"),
@@ -64,8 +86,7 @@ def hook_table() -> list[Hook]:
              f"{_SCHEDULER}.init_schedule_policy"),
         Hook(f"{_SCHEDULER}._add_request_to_queue", scheduler_hooks.note_queued, after, s,
              f"{_SCHEDULER}._add_request_to_queue"),
-        Hook(f"{_SCHEDULER}.get_prefill_adder_class", scheduler_hooks.fair_prefill_adder, after, s,
-             f"{_SCHEDULER}.get_prefill_adder_class"),
+        adder,
         Hook(f"{_SCHEDULER}._get_new_batch_prefill_raw", admission_gate.gate_prefill_admission, around, s,
              f"{_SCHEDULER}._get_new_batch_prefill_raw"),
         Hook("sglang.srt.lora.lora_drainer.LoRADrainer.update_draining_state",
@@ -78,26 +99,25 @@ def hook_table() -> list[Hook]:
              f"{_SCHEDULER}._abort_on_queued_limit"),
         Hook(f"{_TOKENIZER}._handle_abort_finish_reason", scheduler_hooks.retry_after_header, around, s,
              f"{_TOKENIZER}._handle_abort_finish_reason"),
-        Hook("sglang.srt.entrypoints.http_server.launch_server", scheduler_hooks.install_throttle_handler, before, s,
-             "sglang.srt.entrypoints.http_server.launch_server"),
+        Hook(f"{_HTTP}.launch_server", scheduler_hooks.install_throttle_handler, before, s,
+             f"{_HTTP}.launch_server"),
         Hook(f"{_TOKENIZER}._create_tokenized_object", validation.refuse_out_of_vocab_ids, before, s,
              f"{_TOKENIZER}._create_tokenized_object"),
-        Hook("sglang.srt.entrypoints.http_server.serve_generate_request", identity.client_from_generate_headers,
-             before, s, "sglang.srt.entrypoints.http_server.serve_generate_request"),
+        generate,
         Hook(f"{_OPENAI_BASE}.handle_request", identity.remember_openai_user, before, s,
              f"{_OPENAI_BASE}.handle_request"),
         Hook(f"{_OPENAI_BASE}.extract_routing_key", identity.openai_client_key, around, s,
              f"{_OPENAI_BASE}.extract_routing_key"),
-        Hook("sglang.srt.entrypoints.http_server._wait_and_warmup", client_keys.keyless_while_warming_up, around, s),
-        Hook("sglang.srt.entrypoints.http_server.launch_server", admin.install_admin_routes, before, s),
-        Hook(f"{_INTERNAL_STATE}._update_handlers", admin.accept_fair_settings, after, s),
-        Hook(f"{_INTERNAL_STATE}.get_internal_state", admin.report_fair_settings, after, s),
+        Hook(f"{_HTTP}._wait_and_warmup", client_keys.keyless_while_warming_up, around, s),
+        Hook(f"{_HTTP}.launch_server", admin.install_admin_routes, before, s),
+        *settings,
         # The data-parallel router (binding/dp_controller.py): no patch carries it.
         Hook(f"{_SERVER_ARGS}.add_cli_args", router_cli.extend_cli, after, "router"),
         Hook(f"{_SERVER_ARGS}.from_cli_args", router_cli.prepare_router_args, before, "router"),
         Hook(f"{_DPC}.LoadBalanceMethod.from_str", router_cli.resolve_method, around, "router"),
-        Hook("sglang.srt.utils.common.build_server_info", router_cli.describe_router, after, "router"),
-        Hook("sglang.srt.entrypoints.http_server.launch_server", router_health.install_health_check, before, "router"),
+        server_info,
+        Hook(f"{_HTTP}.launch_server", router_health.install_health_check, before, "router"),
+        *router_process,
         Hook(f"{_DPC}.DataParallelController.__init__", dp_controller.init_controller, around, "router"),
         Hook(f"{_DPC}.DataParallelController.event_loop", dp_controller.run_event_loop, around, "router"),
         Hook(f"{_SCHEDULER}.__init__", router_feedback.announce_worker, after, "router"),
@@ -120,6 +140,9 @@ def hook_table() -> list[Hook]:
             Hook("sglang.srt.ray.http_server.launch_server", admin.install_admin_routes, before, "ray"),
             Hook("sglang.srt.ray.http_server.launch_server", router_health.install_health_check, before, "ray"),
         ]
+        # SGLang 0.5.21's route wraps; Ray's launch_server does not call http_server's.
+        table += [Hook("sglang.srt.ray.http_server.launch_server", hook.function, before, "ray", hook.patched_in)
+                  for hook in (generate, server_info) if hook.target == f"{_HTTP}.launch_server"]
     return table
 
 

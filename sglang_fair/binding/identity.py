@@ -20,7 +20,9 @@ with HTTP 400 naming the header.
 
 Hooks:
 * ``client_from_generate_headers`` BEFORE
-  ``sglang.srt.entrypoints.http_server.serve_generate_request``;
+  ``sglang.srt.entrypoints.http_server.serve_generate_request`` (SGLang 0.5.21
+  has none: ``identify_generate_route`` BEFORE ``http_server.launch_server``
+  runs it ahead of the ``/generate`` route function, ``binding/http_routes.py``);
 * ``remember_openai_user`` BEFORE
   ``sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request``;
 * ``openai_client_key`` AROUND ``OpenAIServingBase.extract_routing_key``.
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglang_fair.binding import client_keys
+from sglang_fair.binding import client_keys, http_routes
 from sglang_fair.core.clients import normalize_client_id
 
 CLIENT_HEADER = "x-client-id"
@@ -135,6 +137,12 @@ def client_from_generate_headers(obj, request=None, *args, **kwargs):
     header = headers.get(CLIENT_HEADER) if headers is not None else None
     obj.routing_key = encode_identity(header or obj.routing_key, headers)
     return None
+
+
+def identify_generate_route(*args, **kwargs) -> None:
+    from sglang.srt.entrypoints import http_server
+
+    http_routes.wrap_route(http_server.app, "/generate", before=client_from_generate_headers)
 
 
 def remember_openai_user(serving, request, raw_request=None, *args, **kwargs):

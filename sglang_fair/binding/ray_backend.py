@@ -41,6 +41,7 @@ import logging
 import os
 
 from sglang_fair.binding import router_cli, router_feedback, settings
+from sglang_fair.binding.sglang_fields import data_parallel
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +110,8 @@ def _check_gpus(available: float) -> None:
     from sglang.srt.runtime_context import get_parallel
 
     parallel = get_parallel()
-    ranks = 1 if parallel.attn_dp_enabled else parallel.num_dp_ranks
-    needed = ranks * parallel.tp_size * parallel.pp_size
+    dp_ranks, dp_attention = data_parallel(parallel)
+    needed = (1 if dp_attention else dp_ranks) * parallel.tp_size * parallel.pp_size
     if available < needed:
         raise RuntimeError(
             f"sglang-fair: --use-ray needs {needed} GPUs in the Ray cluster (one actor per dp x tp x pp rank), "

@@ -17,6 +17,9 @@ Hooks (listed in ``binding/hooks.py``):
   options the router runs with and which workers are alive
   (``router_health``). SGLang's ``launch_command`` joins the arguments without
   quoting, so a JSON ``--fair-router-options`` cannot be read back from it.
+  SGLang 0.5.21 builds the answer in the route function itself:
+  ``describe_router_on_route`` BEFORE ``http_server.launch_server`` adds the
+  section there (``binding/http_routes.py``).
 
 The router's sockets (KV events, completion reports) listen on loopback unless
 ``SGLANG_FAIR_ROUTER_HOST`` names an address the workers can reach (Ray
@@ -31,7 +34,7 @@ import os
 import sys
 import uuid
 
-from sglang_fair.binding import router_health
+from sglang_fair.binding import http_routes, router_health
 from sglang_fair.binding.settings import RouterSettings, exported_router
 from sglang_fair.core.options import json_object
 from sglang_fair.ports import free_port_run
@@ -114,6 +117,12 @@ def describe_router(info: dict, server_args, *args, **kwargs) -> dict:
         if workers is not None:
             info["fair_router"]["workers"] = workers
     return info
+
+
+def describe_router_on_route(server_args, *args, **kwargs) -> None:
+    from sglang.srt.entrypoints import http_server
+
+    http_routes.wrap_route(http_server.app, "/server_info", after=lambda info: describe_router(info, server_args))
 
 
 def resolve_method(original, cls, method: str):

@@ -41,6 +41,7 @@ import zmq
 
 from sglang_fair.binding import worker_reports
 from sglang_fair.binding.identity import client_of
+from sglang_fair.binding.sglang_fields import cached_prefix_len
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ def report_admitted(plan, scheduler, *args, **kwargs):
     for req in batch.reqs:
         if not getattr(req, "_fair_router_admitted", False):
             req._fair_router_admitted = True
-            items.append((req.rid, min(int(req.prefix_len), len(req.origin_input_ids))))
+            items.append((req.rid, min(cached_prefix_len(req), len(req.origin_input_ids))))
     _send_reports(items, worker_reports.Admitted)
     return plan
 

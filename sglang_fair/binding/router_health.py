@@ -121,9 +121,16 @@ def _startup_info(degraded: dict) -> dict:
     """``/server_info`` without the live per-worker states a dead worker can never send."""
     from sglang.srt.entrypoints import http_server
 
+    from sglang_fair.binding import router_cli
+    from sglang_fair.binding.version import release_before
+
     state = http_server._global_state
-    info = http_server.build_server_info(state.tokenizer_manager.server_args, state.scheduler_info)
-    info = http_server.redact_watermark_secrets(info)
+    args = state.tokenizer_manager.server_args
+    if release_before("0.5.22"):  # the route function assembles it there, from these start-up fields
+        info = {**args.resolved_dict(), "launch_command": args.launch_command, **state.scheduler_info}
+        info = router_cli.describe_router(info, args)
+    else:
+        info = http_server.redact_watermark_secrets(http_server.build_server_info(args, state.scheduler_info))
     return http_server.msgspec_to_builtins({**info, "internal_states": [], "degraded": degraded})
 
 

@@ -23,6 +23,7 @@ from sglang.srt.managers.utils import is_health_check_generate_req
 from sglang_fair.binding import settings
 from sglang_fair.binding.cli import fair_policy_names
 from sglang_fair.binding.identity import decode_identity
+from sglang_fair.binding.sglang_fields import cached_prefix_len
 from sglang_fair.binding.version import installed_sglang
 from sglang_fair.core.fair_scheduler import FairScheduler
 from sglang_fair.core.policies import POLICIES
@@ -111,7 +112,7 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         tracked = self.track(req)
         if tracked.state is RequestState.QUEUED:
             # The prefix over everything it prefills: a re-admission's output counts as recomputed beyond it.
-            self.fair.admit(tracked, int(req.prefix_len))
+            self.fair.admit(tracked, cached_prefix_len(req))
 
     def on_progress(self, req) -> None:
         tracked = self.fair.requests.get(req.rid)
@@ -172,7 +173,9 @@ def _check_binding() -> None:
     from sglang_fair.binding import admission_gate
     from sglang_fair.binding.hooks import hook_table, unapplied
 
-    missing = unapplied([hook for hook in hook_table() if hook.side == "scheduler" and ".Scheduler." in hook.target])
+    scheduler_module = "sglang.srt.managers.scheduler."  # Scheduler's methods, and the adder class on 0.5.21
+    missing = unapplied([hook for hook in hook_table()
+                         if hook.side == "scheduler" and hook.target.startswith(scheduler_module)])
     if missing:
         raise admission_gate.AdmissionBypassed(
             f"sglang-fair: SGLang {installed_sglang()} did not apply the hooks on {', '.join(missing)} "

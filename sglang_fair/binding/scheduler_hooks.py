@@ -14,6 +14,9 @@ method (the hook table is ``binding/hooks.py``); the admission gate is
   refusal for lack of KV tokens) with the core's victims.
   Building it arms the admission gate (``binding/admission_gate.py``), which
   checks that each request it is asked to admit is the policy's candidate.
+  SGLang 0.5.21 has no ``get_prefill_adder_class``: its admission loop calls
+  ``PrefillAdder(...)``, so ``pass_prefill_adder()`` REPLACEs that class with
+  the same adder, which takes the pass's policy from the gate.
 * ``charge_outputs``         AFTER  ``Scheduler.process_batch_result``: every
   generated token is charged once (decode, the first token from prefill,
   mixed chunks, speculative steps), and finished or aborted requests stop
@@ -34,6 +37,7 @@ method (the hook table is ``binding/hooks.py``); the admission gate is
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -97,7 +101,17 @@ def fair_prefill_adder(adder_cls, scheduler, *args, **kwargs):
     return cls
 
 
-def _make_adder_class(base: type, fair: FairSchedulePolicy) -> type:
+@functools.cache
+def pass_prefill_adder() -> type:
+    """SGLang 0.5.21's ``PrefillAdder``, fair during a fair policy's admission pass and stock elsewhere."""
+    from sglang.srt.managers.schedule_policy import PrefillAdder
+
+    return _make_adder_class(PrefillAdder, None)
+
+
+def _make_adder_class(base: type, bound: FairSchedulePolicy | None) -> type:
+    """``base`` charging and gating for the ``bound`` policy, or with None for the policy of the
+    admission pass in progress (an adder built outside one behaves as ``base``)."""
     from sglang.srt.managers.schedule_policy import AddReqResult
 
     def admitted(adder, req) -> bool:
@@ -105,9 +119,14 @@ def _make_adder_class(base: type, fair: FairSchedulePolicy) -> type:
 
     def __init__(self, *args, **kwargs):
         base.__init__(self, *args, **kwargs)
-        admission_gate.fair_adder_built(fair)
+        self.fair_policy = bound if bound is not None else admission_gate.pass_policy()
+        if self.fair_policy is not None:
+            admission_gate.fair_adder_built(self.fair_policy)
 
     def add_one_req(self, req, *args, **kwargs):
+        fair = self.fair_policy
+        if fair is None:
+            return base.add_one_req(self, req, *args, **kwargs)
         admission_gate.check_offered(fair, req)
         result = base.add_one_req(self, req, *args, **kwargs)
         # Isolation: short of KV tokens, free them one victim at a time; the
@@ -121,9 +140,9 @@ def _make_adder_class(base: type, fair: FairSchedulePolicy) -> type:
         return result
 
     def preempt_to_schedule(self, req) -> bool:
-        if not fair.preempting:
+        if self.fair_policy is None or not self.fair_policy.preempting:
             return base.preempt_to_schedule(self, req)
-        return isolation.preempt_one(self, fair, req)
+        return isolation.preempt_one(self, self.fair_policy, req)
 
     methods = {"__init__": __init__, "add_one_req": add_one_req, "preempt_to_schedule": preempt_to_schedule}
     return type(f"Fair{base.__name__}", (base,), methods)

@@ -19,7 +19,7 @@ import re
 logger = logging.getLogger(__name__)
 
 # Releases the engine and server tests pass on (docs/architecture.md, "Supported SGLang releases").
-SUPPORTED_SGLANG = ("0.5.22", "0.5.23")
+SUPPORTED_SGLANG = ("0.5.21", "0.5.22", "0.5.23")
 OVERRIDE_ENV = "SGLANG_FAIR_ALLOW_UNSUPPORTED_SGLANG"
 
 
@@ -54,8 +54,13 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:3])
 
 
+def release_before(release: str, version: str | None = None) -> bool:
+    """Whether the installed SGLang (or ``version``) is a release older than ``release``."""
+    version = installed_sglang() if version is None else version
+    return version is not None and _release(version) < _release(release)
+
+
 def sends_aborts_inline(version: str | None = None) -> bool:
     """True for SGLang before 0.5.23, whose scheduler sends abort answers through its tokenizer
     socket inline rather than through ``Scheduler.send_abort_output``."""
-    version = installed_sglang() if version is None else version
-    return version is not None and _release(version) < (0, 5, 23)
+    return release_before("0.5.23", version)

@@ -88,14 +88,32 @@ def _known_readers_only(self):
 def test_a_changed_admission_loop_is_named(function, problem):
     from sglang_fair.binding.admission_gate import admission_loop_problems
 
-    problems = admission_loop_problems(function)
+    problems = admission_loop_problems(function, release="0.5.23")
     assert any(problem in p for p in problems), problems
 
 
 def test_known_queue_readers_between_adder_and_loop_pass():
     from sglang_fair.binding.admission_gate import admission_loop_problems
 
-    assert admission_loop_problems(_known_readers_only) == []
+    assert admission_loop_problems(_known_readers_only, release="0.5.23") == []
+
+
+def _adder_class_named(self):  # SGLang 0.5.21's form
+    adder = PrefillAdder(1)  # noqa: F821 - parsed, never run
+    for req in self.waiting_queue:
+        adder.add_one_req(req)
+
+
+def test_the_adder_is_built_the_way_the_release_lets_the_hook_table_arm_it():
+    from sglang_fair.binding.admission_gate import admission_loop_problems
+
+    # 0.5.21 has no get_prefill_adder_class; the table replaces the class name PrefillAdder instead.
+    assert admission_loop_problems(_adder_class_named, release="0.5.21") == []
+    assert admission_loop_problems(_known_readers_only, release="0.5.21") == [
+        "expected one `adder = PrefillAdder(...)` statement, found 0"]
+    # From 0.5.22 a class named in the loop would bypass the hooked get_prefill_adder_class.
+    assert admission_loop_problems(_adder_class_named, release="0.5.22") == [
+        "expected one `adder = self.get_prefill_adder_class()(...)` statement, found 0"]
 
 
 def _dlpm_pass_setup(fair_config):
@@ -112,8 +130,9 @@ def _dlpm_pass_setup(fair_config):
              for who in "ab" for i in range(3)]
     enqueue(policy, queue)
 
-    def build_adder():
-        return _make_adder_class(PrefillAdder, policy)(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, 1000, None)
+    def build_adder(adder_class=None):
+        adder_class = adder_class or _make_adder_class(PrefillAdder, policy)
+        return adder_class(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, 1000, None)
 
     return policy, _AdmissionQueue(queue), tree, build_adder
 
@@ -146,25 +165,48 @@ def test_an_armed_queue_left_unwalked_stops_the_scheduler(sglang_runtime, fair_c
     assert policy.admission_queue is None and scheduler.waiting_queue.armed_by is None
 
 
-def test_the_gated_loop_admits_what_the_policy_offers(sglang_runtime, fair_config):
+def _admit_in_a_gated_pass(fair_config, adder_class=None) -> list[str]:
     from sglang_fair.binding.admission_gate import gate_prefill_admission
 
     policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
     scheduler = SimpleNamespace(policy=policy, waiting_queue=list(queue), enable_priority_preemption=False)
 
     def stock_shaped_admission(scheduler, delayer, running_batch):
-        adder = build_adder()
+        adder = build_adder(adder_class)
         for req in scheduler.waiting_queue:
             req.init_next_round_input(tree)
             adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None)
         return [r.rid for r in adder.can_run_list], running_batch
 
     admitted, _ = gate_prefill_admission(stock_shaped_admission, scheduler, None, SimpleNamespace(reqs=[]))
+    return admitted
+
+
+def _assert_dlpm_rounds(admitted: list[str]) -> None:
     # A quantum of one 8-token request; the raw queue is a0 a1 a2 b0 b1 b2.
     # DLPM: each refill round admits one request of each client.
     assert len(admitted) == 6
     for end in (2, 4, 6):
         assert sorted(rid[0] for rid in admitted[end - 2:end]) == ["a", "b"], admitted
+
+
+def test_the_gated_loop_admits_what_the_policy_offers(sglang_runtime, fair_config):
+    _assert_dlpm_rounds(_admit_in_a_gated_pass(fair_config))
+
+
+def test_an_adder_sglang_builds_by_class_name_gates_for_the_pass_in_progress(sglang_runtime, fair_config):
+    """SGLang 0.5.21's loop calls ``PrefillAdder(...)``; the class standing in for it
+    takes the policy of the pass in progress, and outside a pass is the stock adder."""
+    from sglang_fair.binding.scheduler_hooks import pass_prefill_adder
+
+    _assert_dlpm_rounds(_admit_in_a_gated_pass(fair_config, pass_prefill_adder()))
+    _, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
+    outside = build_adder(pass_prefill_adder())
+    assert outside.fair_policy is None
+    for req in queue:  # stock admission: the raw queue's order, no policy consulted
+        req.init_next_round_input(tree)
+        outside.add_one_req(req, has_chunked_req=False, truncation_align_size=None)
+    assert [r.rid for r in outside.can_run_list] == [r.rid for r in queue]
 
 
 def test_the_lora_drainer_does_not_consume_the_armed_walk(sglang_runtime, fair_config):

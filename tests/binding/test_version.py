@@ -40,6 +40,13 @@ def test_releases_before_0_5_23_send_abort_answers_inline():
     assert not any(map(sends_aborts_inline, ["0.5.23", "0.5.23+cpu", "0.5.24", "0.6.0", "1.0"]))
 
 
+def test_release_before_compares_releases_not_strings():
+    assert version.release_before("0.5.22", "0.5.21") and version.release_before("0.5.22", "0.5.21rc1")
+    assert not version.release_before("0.5.22", "0.5.22+cpu")
+    assert not version.release_before("0.5.3", "0.5.21")  # 21 > 3, though "0.5.21" < "0.5.3" as text
+    assert version.release_before("0.10.0", "0.9.9")
+
+
 @pytest.mark.engine
 def test_the_plugin_stops_the_process_on_an_unsupported_release(monkeypatch):
     pytest.importorskip("sglang")
