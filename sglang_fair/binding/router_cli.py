@@ -63,18 +63,19 @@ def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
 
 def router_config(method: str, quantum: float | None, options_json: str | None,
                   input_weight: float = 1.0, output_weight: float = 2.0,
-                  policy_quantum: float | None = None) -> RouterSettings:
+                  policy_quantum: float | None = None, max_running_requests: int | None = None) -> RouterSettings:
     """The router configuration from the CLI values; raises ValueError naming the bad option.
 
     A router that charges tokens (D²LPM) takes the policy's weights
     (``--fair-input-weight``/``--fair-output-weight``), as the workers do;
     ``d2lpm_global`` also takes ``--fair-quantum`` unless ``--fair-router-quantum``
-    or the options set its quantum.
+    or the options set its quantum, and ``--max-running-requests`` when set.
     """
     options = json_object(options_json, "--fair-router-options") if options_json else {}
     if quantum is not None:
         options["quantum"] = quantum
-    return RouterSettings(method, with_policy_settings(method, options, input_weight, output_weight, policy_quantum))
+    return RouterSettings(method, with_policy_settings(method, options, input_weight, output_weight, policy_quantum,
+                                                       max_running_requests))
 
 
 def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
@@ -91,7 +92,7 @@ def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
         config = router_config(method, getattr(args, "fair_router_quantum", None),
                                getattr(args, "fair_router_options", None),
                                getattr(args, "fair_input_weight", 1.0), getattr(args, "fair_output_weight", 2.0),
-                               getattr(args, "fair_quantum", None))
+                               getattr(args, "fair_quantum", None), getattr(args, "max_running_requests", None))
         dp_size = max(1, int(getattr(args, "dp_size", 1) or 1))
         make_router(method, dp_size, **config.options)
         if not getattr(args, "kv_events_config", None):

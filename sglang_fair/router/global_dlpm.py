@@ -55,6 +55,9 @@ DEFAULT_LOCAL_QUEUE_TOKENS = 8192  # about one prefill batch of uncached tokens 
 DEFAULT_LOCAL_QUEUE_REQUESTS = 16
 DEFAULT_CANDIDATES_PER_CLIENT = 16  # a client's oldest waiting requests considered per dispatch
 DEFAULT_AFFINITY_RATIO = 1.5  # Preble's rebalance ratio
+# The shared-prefill wait applies from this many shared not-yet-computed prompt tokens
+# (SGLang's IN_BATCH_PREFIX_CACHING thresholds).
+SHARED_PREFILL_MIN_TOKENS = 32
 _PREFIX_KEY_TOKENS = 16  # requests sharing these first tokens likely share a longer prefix
 
 
@@ -106,6 +109,8 @@ class GlobalDLPMRouter(IndexedRouter):
         local_queue_requests: int = DEFAULT_LOCAL_QUEUE_REQUESTS,
         candidates_per_client: int = DEFAULT_CANDIDATES_PER_CLIENT,
         affinity_ratio: float | None = DEFAULT_AFFINITY_RATIO,
+        wait_for_shared_prefill: bool = True,
+        worker_max_running: int | None = None,
         client_weights: dict[str, float] | None = None,
         index_capacity_tokens: int = DEFAULT_CAPACITY_TOKENS,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -126,6 +131,15 @@ class GlobalDLPMRouter(IndexedRouter):
         if affinity_ratio is not None and not (isinstance(affinity_ratio, (int, float)) and affinity_ratio >= 1):
             raise ValueError(f"router affinity_ratio must be a number >= 1 or None, got {affinity_ratio!r}")
         self.affinity_ratio = None if affinity_ratio is None else float(affinity_ratio)
+        if not isinstance(wait_for_shared_prefill, bool):
+            raise ValueError(f"router wait_for_shared_prefill must be true or false, got {wait_for_shared_prefill!r}")
+        self.wait_for_shared_prefill = wait_for_shared_prefill
+        if worker_max_running is not None and (isinstance(worker_max_running, bool)
+                                               or not isinstance(worker_max_running, int) or worker_max_running < 1):
+            raise ValueError(f"router worker_max_running must be a positive integer or None, got {worker_max_running!r}")
+        # The workers' --max-running-requests when known: a worker with a full batch admits
+        # nothing at its next batch, so nothing should wait for its local queue.
+        self.worker_max_running = worker_max_running
         # The cluster's one DLPM: "queued" = waiting in this router, "running" =
         # dispatched and not finished; its clock is the router's (virtual in the simulator).
         self.fair = FairScheduler(
@@ -140,6 +154,9 @@ class GlobalDLPMRouter(IndexedRouter):
         # Dispatched and not yet admitted, per worker: rid -> uncached tokens charged.
         self.local: list[dict[str, int]] = [{} for _ in range(num_workers)]
         self.local_tokens = [0] * num_workers
+        # The same requests' prompts, for the shared-prefill wait: rid -> (prefix key,
+        # packed prompt, tokens cached at dispatch).
+        self._sent: dict[str, tuple[int, bytes, int]] = {}
         # Work in flight per worker, as Preble estimates it: uncached prompt + w_q x max output.
         self.load = [0.0] * num_workers
         self._work: dict[str, float] = {}
@@ -273,7 +290,7 @@ class GlobalDLPMRouter(IndexedRouter):
         keyed.sort()  # seq is unique: tuples never compare the requests themselves
         for tracked in self.fair.walk([k[3] for k in keyed]):
             held = tracked.payload  # type: ignore[assignment]
-            if not self._belongs_elsewhere(held, held.room):
+            if not self._belongs_elsewhere(held, held.room) and not self._shares_pending_prefill(held, held.room):
                 return tracked, held.room
         return None
 
@@ -316,6 +333,26 @@ class GlobalDLPMRouter(IndexedRouter):
         recompute = self.input_weight * (held.length - here)
         return bool(holders) and min(load[h] for h in holders) <= self.affinity_ratio * load[worker] + recompute
 
+    def _shares_pending_prefill(self, held: _Waiting, worker: int) -> bool:
+        """The request waiting in ``worker``'s local queue will compute a prefix of this
+        prompt with the worker's next batch: wait for its admission. Sent now, both
+        would most likely share that batch, where SGLang computes the prefix once per
+        request (its own scheduler only sorts such requests last); sent after, this
+        one finds it cached. Only while that request is alone in the local queue and
+        the worker has a free running slot (when ``worker_max_running`` is known), so
+        that the wait ends with the next batch: a longer one can outlast the prefill it
+        saves, and a held request with a positive deficit blocks every refill meanwhile.
+        Like the locality wait it passes over requests without charging or refilling."""
+        local = self.local[worker]
+        if len(local) != 1:
+            return False
+        if self.worker_max_running is not None and self.queue_sizes[worker] - 1 >= self.worker_max_running:
+            return False
+        sent = self._sent.get(next(iter(local)))
+        if sent is None or sent[0] != held.key:
+            return False
+        return common_prefix_len(held.match.packed, sent[1]) - sent[2] >= SHARED_PREFILL_MIN_TOKENS
+
     def _dispatch(self, tracked: TrackedRequest, worker: int) -> None:
         held: _Waiting = tracked.payload  # type: ignore[assignment]
         self._unhold(tracked)
@@ -328,6 +365,8 @@ class GlobalDLPMRouter(IndexedRouter):
         self._record(held.rid, held.client, worker, len(held.tokens))
         uncached = len(held.tokens) - cached
         self.local[worker][held.rid] = uncached
+        if self.wait_for_shared_prefill:
+            self._sent[held.rid] = (held.key, match.packed, cached)
         work = self.input_weight * uncached + self.output_weight * held.max_new
         self._work[held.rid] = work
         self.load[worker] += work
@@ -352,6 +391,7 @@ class GlobalDLPMRouter(IndexedRouter):
     def _leave_local(self, rid: str, worker: int) -> None:
         tokens = self.local[worker].pop(rid, None)
         if tokens is not None:
+            self._sent.pop(rid, None)
             self.local_tokens[worker] -= tokens
             tracked = self.tracked.get(rid)
             if tracked is not None:

@@ -84,7 +84,8 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
 
         try:
             router_options = router_config(router, fair.fair_router_quantum, fair.fair_router_options,
-                                           fair.fair_input_weight, fair.fair_output_weight, fair.fair_quantum).options
+                                           fair.fair_input_weight, fair.fair_output_weight, fair.fair_quantum,
+                                           fair.max_running_requests).options
         except ValueError:
             router_options = None
     return {
@@ -106,7 +107,7 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
 
 
 def _fair_arguments(command: Any) -> argparse.Namespace | None:
-    """The ``--fair-*`` options of a launch command; None when there is no command."""
+    """The ``--fair-*`` options (and ``--max-running-requests``) of a launch command; None when there is none."""
     if not isinstance(command, str) or not command.strip():
         return None
     from sglang_fair.binding.cli import add_fair_arguments
@@ -115,6 +116,7 @@ def _fair_arguments(command: Any) -> argparse.Namespace | None:
     parser = argparse.ArgumentParser(add_help=False)
     add_fair_arguments(parser)
     extend_cli(None, parser)
+    parser.add_argument("--max-running-requests", type=int, default=None)  # SGLang's; d2lpm_global takes it
     try:
         ns, _ = parser.parse_known_args(shlex.split(command))
     except (SystemExit, ValueError):  # argparse exits on a malformed value

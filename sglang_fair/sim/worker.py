@@ -11,6 +11,8 @@ Semantics follow SGLang 0.5.23's default (non-mixed) scheduler:
   ``new_token_ratio`` of every running request's remaining output; the walk
   stops at the first candidate that does not fit (NO_TOKEN marks the batch
   full until a request leaves) or when the prefill/chunk budget is spent;
+  cache-aware orders put a request that shares an uncached prefix with an
+  earlier one last (SGLang's in-batch prefix check);
   a prompt longer than the chunk budget is prefilled in chunks over several
   iterations;
 * decode needs one KV slot per running request per step; when the pool
@@ -34,6 +36,10 @@ from dataclasses import dataclass, field
 from sglang_fair.core import FairOptions, FairScheduler, TrackedRequest
 from sglang_fair.sim.costmodel import CostModel
 from sglang_fair.sim.radix import Node, RadixCache
+
+
+# SGLang's IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD and _DEPRIORITIZE_THRESHOLD (both 32).
+IN_BATCH_PREFIX_TOKENS = 32
 
 
 class SimulationError(RuntimeError):
@@ -300,7 +306,7 @@ class SimWorker:
         elif len(queue) <= c.lpm_queue_limit:
             for req in self.waiting:
                 req.tracked.cached_len = self.cache.match(req.fill()[:-1]).length
-            ordered = sched.order(queue)
+            ordered = self._shared_prefill_last(sched.order(queue))
         else:
             ordered = sorted(queue, key=lambda t: t.seq)
         admitted: set[int] = set()
@@ -350,6 +356,28 @@ class SimWorker:
         if admitted:
             self.waiting = [r for r in self.waiting if id(r) not in admitted]
         return batch
+
+    def _shared_prefill_last(self, ordered: list[TrackedRequest]) -> list[TrackedRequest]:
+        """SGLang's in-batch prefix check (``SchedulePolicy._compute_prefix_matches``):
+        walking the queue, a request with at most ``IN_BATCH_PREFIX_TOKENS`` cached
+        that shares at least that many leading tokens with an earlier such request
+        goes last, so that the two rarely share a prefill batch (in one batch each
+        computes the prefix). A shared prefix that long starts with the same
+        ``IN_BATCH_PREFIX_TOKENS`` tokens, so comparing those is SGLang's tree match."""
+        seen: set[tuple[int, ...]] = set()
+        last: set[int] = set()
+        for req in self.waiting:
+            fill = req.fill()
+            if req.tracked.cached_len > IN_BATCH_PREFIX_TOKENS or len(fill) < IN_BATCH_PREFIX_TOKENS:
+                continue
+            head = fill[:IN_BATCH_PREFIX_TOKENS]
+            if head in seen:
+                last.add(id(req.tracked))
+            else:
+                seen.add(head)
+        if not last:
+            return ordered
+        return [t for t in ordered if id(t) not in last] + [t for t in ordered if id(t) in last]
 
     def _allocate_prefill(self, batch: list[SimRequest]) -> None:
         need = sum(r.target - r.computed for r in batch)

@@ -131,7 +131,9 @@ def test_both_clients_are_served_and_the_run_is_within_theorem_g(server: LocalSe
     assert params["router"] == "d2lpm_global" and params["num_workers"] == 2
     # The router prices tokens with the workers' weights (--fair-input-weight/--fair-output-weight defaults),
     # and its DLPM refills by the workers' quantum (--fair-quantum's default).
-    assert params["router_options"] == ROUTER_OPTIONS | {"input_weight": 1.0, "output_weight": 2.0, "quantum": 2048.0}
+    # The policy's weights and quantum, and the workers' --max-running-requests for the shared-prefill wait.
+    assert params["router_options"] == ROUTER_OPTIONS | {"input_weight": 1.0, "output_weight": 2.0, "quantum": 2048.0,
+                                                         "worker_max_running": 4}
     assert params["kv_pool_tokens"]
     audit = subprocess.run([sys.executable, "-m", "sglang_fair.bench", "audit", str(run_dir)], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)

@@ -127,7 +127,7 @@ def test_cancel_withdraws_only_held_requests() -> None:
 
 
 def test_admission_report_corrects_the_charge_to_what_the_worker_computed() -> None:
-    r = _router(1, quantum=10_000)
+    r = _router(1, quantum=10_000, wait_for_shared_prefill=False)
     prompt = list(range(1000))
     r.route("a", "x", prompt, 1)
     r.route("b", "x", prompt, 1)  # the index believes worker 0 caches all of it
@@ -164,7 +164,9 @@ def test_bad_options_are_refused() -> None:
     for options, message in (({"quantum": math.inf}, "finite"), ({"quantum": 0}, "positive"),
                              ({"local_queue_tokens": 0}, "local_queue_tokens"),
                              ({"local_queue_requests": 1.5}, "local_queue_requests"),
-                             ({"affinity_ratio": 0.5}, "affinity_ratio"), ({"output_weight": -1}, "w_q")):
+                             ({"affinity_ratio": 0.5}, "affinity_ratio"), ({"output_weight": -1}, "w_q"),
+                             ({"wait_for_shared_prefill": "yes"}, "wait_for_shared_prefill"),
+                             ({"worker_max_running": 0}, "worker_max_running")):
         with pytest.raises(ValueError, match=message):
             make_router("d2lpm_global", 2, **options)
 
@@ -213,7 +215,7 @@ def test_global_bound_between_clients_waiting_anywhere(seed: int) -> None:
     clients = _random_clients(rng)
     router = _router(workers, quantum=rng.choice([100.0, 500.0, 2000.0]),
                      local_queue_tokens=rng.choice([32, 128, 512]), local_queue_requests=rng.choice([1, 2, 8]),
-                     affinity_ratio=rng.choice([None, 1.5]))
+                     affinity_ratio=rng.choice([None, 1.5]), wait_for_shared_prefill=rng.choice([False, True]))
     busy: dict[str, list[bool]] = {}
     cum = run_cluster(router, clients, steps=600, seed=seed, batch=BATCH, local_quantum=256.0, backlogged=busy)
     assert _gaps(cum, busy) <= global_bound(router, clients)
@@ -267,10 +269,11 @@ def test_placement_at_arrival_breaks_the_bounds() -> None:
 
 
 def test_a_worker_idles_only_while_refill_waits_for_a_client_in_a_local_queue() -> None:
-    """With the locality wait off, a worker with room and a held request coexist only
+    """With both waits off, a worker with room and a held request coexist only
     when CHECKREFILL is blocked by a positive client whose request waits on a worker."""
     rng = random.Random(3)
-    router = _router(3, quantum=300.0, local_queue_tokens=64, local_queue_requests=2, affinity_ratio=None)
+    router = _router(3, quantum=300.0, local_queue_tokens=64, local_queue_requests=2, affinity_ratio=None,
+                     wait_for_shared_prefill=False)
     clients = _random_clients(rng)
     original = router._pump
     idle_checks = 0
@@ -297,11 +300,74 @@ def test_a_busy_holder_of_a_shared_template_is_rebalanced_to_a_light_worker() ->
     # Preble's rebalance every request would pile onto worker 0.
     r = _router(2, quantum=1e6)
     template = list(range(400))
-    placed = [r.route(f"t{i}", "x", template + [10_000 + 100 * i + k for k in range(8)], 256) for i in range(6)]
+    placed = []
+    for i in range(6):  # each admitted at once, so none waits for the template's first prefill
+        placed.append(r.route(f"t{i}", "x", template + [10_000 + 100 * i + k for k in range(8)], 256))
+        r.on_admitted(f"t{i}", placed[-1])
     assert placed[0] == 0 and 1 in placed  # worker 1 takes work once worker 0 is 1.5x busier
     r2 = _router(2, quantum=1e6, affinity_ratio=None)
     assert r2.route("a", "x", template + [1], 256) == 0
+    r2.on_admitted("a", 0)
     assert r2.route("b", "x", template + [2], 256) == 0  # no rebalance without the affinity rule
+
+
+def test_other_work_goes_ahead_of_a_request_whose_prefix_is_still_being_sent() -> None:
+    # b shares a's 400 uncached tokens: sent while a waits, both would prefill them in one batch.
+    r = _router(1, quantum=1e6, local_queue_requests=2)
+    article = list(range(400))
+    assert r.route("x0", "x", list(range(5000, 5100)), 16) == 0
+    assert r.route("a", "x", article + [1, 2], 16) == 0
+    assert r.route("b", "x", article + [3, 4], 16) is None  # no room
+    assert r.route("c", "x", list(range(1000, 1100)), 16) is None
+    r.on_admitted("x0", 0)  # one room; b ranks first (longest match) but a is not admitted yet
+    assert r.take_released() == [("c", 0)]
+    r.on_admitted("a", 0)  # a's prefill is under way: b will find the article cached
+    assert r.take_released() == [("b", 0)]
+    assert 1e6 - r.fair.policy.deficits["x"] == 100 + 402 + 100 + 2  # b is charged its own tokens only
+
+
+def test_the_wait_lasts_only_while_the_sibling_is_next_in_its_local_queue() -> None:
+    article = list(range(400))
+    r = _router(1, quantum=1e6)
+    assert r.route("a", "x", article + [1, 2], 16) == 0
+    assert r.route("b", "x", article + [3, 4], 16) is None  # a is alone: admitted at the next batch
+    r.on_admitted("a", 0)
+    assert r.take_released() == [("b", 0)]
+    # Behind other requests a's admission may take longer than computing the article
+    # again, and b, holding a positive deficit, would block every refill meanwhile.
+    r = _router(1, quantum=1e6)
+    assert r.route("x0", "x", list(range(5000, 5100)), 16) == 0
+    assert r.route("a", "x", article + [1, 2], 16) == 0
+    assert r.route("b", "x", article + [3, 4], 16) == 0
+
+
+def test_no_wait_on_a_worker_whose_batch_is_full() -> None:
+    article = list(range(400))
+    r = _router(1, quantum=1e6, worker_max_running=1)
+    assert r.route("x0", "x", list(range(5000, 5100)), 16) == 0
+    r.on_admitted("x0", 0)  # the worker's one running slot is taken
+    assert r.route("a", "x", article + [1, 2], 16) == 0
+    assert r.route("b", "x", article + [3, 4], 16) == 0  # a waits for a slot, not for the next batch
+    for rid in ("x0", "a", "b"):
+        r.on_admitted(rid, 0)
+        r.on_finish(rid, 0, 16)
+    assert r.route("c", "x", list(range(2000, 2400)) + [1], 16) == 0
+    assert r.route("d", "x", list(range(2000, 2400)) + [2], 16) is None  # slots free again: d waits
+
+
+def test_a_short_shared_start_or_a_cached_prefix_does_not_wait() -> None:
+    r = _router(1, quantum=1e6)
+    head = list(range(20))  # fewer than 32 shared tokens: nothing worth waiting for
+    assert r.route("a", "x", head + [100 + k for k in range(40)], 16) == 0
+    assert r.route("b", "x", head + [200 + k for k in range(40)], 16) == 0
+    article = list(range(1000, 1400))
+    assert r.route("c", "x", article + [1], 16) == 0
+    r.on_admitted("c", 0)
+    assert r.route("d", "x", article + [2], 16) == 0  # computed by an admitted request: cached
+    assert r.route("e", "x", article + [3], 16) == 0  # d computes only its last token
+    off = _router(1, quantum=1e6, wait_for_shared_prefill=False)
+    assert off.route("a", "x", article + [1], 16) == 0
+    assert off.route("b", "x", article + [2], 16) == 0
 
 
 def test_run_time_settings_reach_the_cluster_dlpm_but_not_throttle_limits() -> None:

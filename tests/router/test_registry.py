@@ -42,6 +42,12 @@ def test_the_cluster_wide_dlpm_takes_the_policy_quantum_unless_its_own_is_set() 
     assert "quantum" not in with_policy_settings("round_robin", {}, 1.0, 2.0, 256.0)
 
 
+def test_the_late_binding_router_learns_the_workers_running_limit() -> None:
+    assert with_policy_settings("d2lpm_global", {}, 1.0, 2.0, None, 4)["worker_max_running"] == 4
+    assert "worker_max_running" not in with_policy_settings("d2lpm_global", {}, 1.0, 2.0, None, None)
+    assert "worker_max_running" not in with_policy_settings("d2lpm", {}, 1.0, 2.0, None, 4)
+
+
 @pytest.mark.parametrize("name", sorted(ROUTERS))
 def test_every_router_keeps_queue_sizes_consistent_under_random_feedback(name: str) -> None:
     rng = random.Random(7)
