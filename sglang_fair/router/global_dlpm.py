@@ -346,7 +346,8 @@ class GlobalDLPMRouter(IndexedRouter):
         local = self.local[worker]
         if len(local) != 1:
             return False
-        if self.worker_max_running is not None and self.queue_sizes[worker] - 1 >= self.worker_max_running:
+        running = self.queue_sizes[worker] - len(local)  # dispatched, not finished, not waiting locally
+        if self.worker_max_running is not None and running >= self.worker_max_running:
             return False
         sent = self._sent.get(next(iter(local)))
         if sent is None or sent[0] != held.key:
