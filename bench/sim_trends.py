@@ -22,9 +22,13 @@ timeline.csv; no plots) under ``--runs-dir`` (default: a new temporary
 directory, not committed) and audited with ``sglang_fair.bench.audit.audit_run``,
 so ``python -m sglang_fair.bench audit RUNS_DIR/<run>`` reproduces the audit
 column. ``--sweeps`` also writes the Q^u sweep (Fig. 1) and the Q^w sweep
-(Fig. 10).
+(Fig. 10). ``--p99-seeds N`` runs the cells where the default router's
+well-behaved P99 missed Preble's (in this run's or the last grid.json) again
+with seeds 0..N-1, both systems on the same arrivals, to tell a systematic loss
+from seed-to-seed noise (p99_seeds.md).
 
     PYTHONPATH=. python bench/sim_trends.py --out docs/sim-trends --small-pool [--sweeps] [--runs-dir DIR]
+    PYTHONPATH=. python bench/sim_trends.py --out docs/sim-trends --no-grid --p99-seeds 5
 """
 
 from __future__ import annotations
@@ -498,6 +502,36 @@ def header(args, wall_s: float, runs_dir: Path) -> str:
     )
 
 
+def p99_seeds(checks: list[dict], seeds: int) -> tuple[list[dict], str]:
+    """The P99 misses in ``checks``, each run again with seeds 0..``seeds``-1: rows and a markdown table."""
+    rows = []
+    lines = ["| cell | seed | d2lpm WB P99 (s) | preble WB P99 (s) | ratio | d2lpm / preble throughput |",
+             "|---|---|---|---|---|---|"]
+    summary = []
+    for c in checks:
+        if c["pass"]["p99"]:
+            continue
+        ratios = []
+        for seed in range(seeds):
+            wl = paper_workload(c["workload"], c["scenario"], c["D"], seed)
+            got = {name: run_one(wl, SYSTEMS[name][0], SYSTEMS[name][1], c["D"], seed, router_options=SYSTEMS[name][2])
+                   for name in (DEFAULT, PEER)}
+            ratio = got[DEFAULT]["wb_p99"] / got[PEER]["wb_p99"]
+            ratios.append(ratio)
+            rows.append({"cell": c["cell"], "seed": seed, "wb_p99": got[DEFAULT]["wb_p99"],
+                         "preble_wb_p99": got[PEER]["wb_p99"], "ratio": ratio,
+                         "vs_preble": got[DEFAULT]["throughput"] / got[PEER]["throughput"]})
+            r = rows[-1]
+            lines.append(f"| {c['cell']} | {seed} | {_f(r['wb_p99'])} | {_f(r['preble_wb_p99'])} | "
+                         f"{ratio:.3f} | {r['vs_preble']:.3f} |")
+            print(lines[-1], flush=True)
+        summary.append(f"| {c['cell']} | {sum(ratios) / len(ratios):.3f} | {min(ratios):.3f} | {max(ratios):.3f} | "
+                       f"{sum(x > 1 for x in ratios)} of {len(ratios)} |")
+    text = ("| cell | mean d2lpm / preble WB P99 | min | max | seeds where d2lpm is slower |\n|---|---|---|---|---|\n"
+            + "\n".join(summary) + "\n\n" + "\n".join(lines) + "\n")
+    return rows, text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/sim-trends")
@@ -509,7 +543,9 @@ def main() -> None:
     ap.add_argument("--runs-dir", type=Path, default=None,
                     help="where run directories go (default: a new temporary directory)")
     ap.add_argument("--sweeps", action="store_true", help="also the Q^u and Q^w sweeps (plots)")
-    ap.add_argument("--no-grid", action="store_true", help="only the sweeps")
+    ap.add_argument("--no-grid", action="store_true", help="no grid: only the sweeps or --p99-seeds (on grid.json)")
+    ap.add_argument("--p99-seeds", type=int, default=0, metavar="N",
+                    help="run the cells whose well-behaved P99 missed Preble's again with seeds 0..N-1")
     ap.add_argument("--small-pool", action="store_true",
                     help=f"also a few cells with a {SMALL_POOL_TOKENS}-token KV pool per worker (sensitivity)")
     ap.add_argument("--kv-pool", type=int, default=SIM["kv_pool_tokens"],
@@ -548,6 +584,16 @@ def main() -> None:
         print("\n" + targets_markdown(checks))
     if args.sweeps:
         (out / "sweeps.json").write_text(json.dumps(sweeps(args, out), indent=1) + "\n")
+    if args.p99_seeds:
+        checks = json.loads((out / "grid.json").read_text())["targets"]
+        rows, table = p99_seeds(checks, args.p99_seeds)
+        (out / "p99_seeds.json").write_text(json.dumps(rows, indent=1) + "\n")
+        (out / "p99_seeds.md").write_text(
+            "# Well-behaved P99 where the default router missed Preble's, over seeds\n\n"
+            f"`PYTHONPATH=. python bench/sim_trends.py --out {args.out} --no-grid --p99-seeds {args.p99_seeds}`: "
+            "each cell of grid.md whose well-behaved P99 target missed, run again with seeds "
+            f"0..{args.p99_seeds - 1} (seed 0 is the grid's run); `d2lpm` and `preble` see the same arrivals "
+            "under each seed. Ratio = d2lpm's P99 / Preble's.\n\n" + table)
     print(f"done in {time.perf_counter() - t0:.0f} s; results in {out}"
           + (f"; run directories in {runs_dir}" if runs_dir else ""))
 

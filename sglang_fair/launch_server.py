@@ -122,6 +122,15 @@ def _default_router(policy: str) -> str | None:
     return DEFAULT_DLPM_ROUTER if policy == "dlpm" and DEFAULT_DLPM_ROUTER in ROUTERS else None
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Exit with a clear message if ``port`` is taken: SGLang would start every
+    process, fail to bind, and then hang instead of exiting."""
+    from sglang_fair.ports import port_free
+
+    if not port_free(host, port):
+        sys.exit(f"sglang_fair.launch_server: port {port} on {host} is already in use; choose another with --port")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if "-h" in argv or "--help" in argv:
@@ -138,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
 
     load_plugins()
     server_args = prepare_server_args(sglang_argv)
+    check_port_free(server_args.host, server_args.port)
     try:
         run_server(server_args)
     finally:

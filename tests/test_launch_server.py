@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
-from sglang_fair.launch_server import TINY_CPU_MAX_TOTAL_TOKENS, build_argv
+from sglang_fair.launch_server import TINY_CPU_MAX_TOTAL_TOKENS, build_argv, check_port_free
 from sglang_fair.testing.tiny_model import ensure_tiny_model
 
 pytestmark = pytest.mark.engine  # the launcher reads SGLang's own policy names
@@ -57,3 +59,13 @@ def test_dlpm_with_dp_defaults_to_the_global_router():
     assert "--load-balance-method" not in build_argv(["--policy", "vtc", "--dp", "4"])
     argv = build_argv(["--dp", "2", "--load-balance-method", "d2lpm"])
     assert argv.count("--load-balance-method") == 1
+
+
+def test_a_taken_port_is_refused_before_anything_starts() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit, match=f"port {port} on 127.0.0.1 is already in use"):
+            check_port_free("127.0.0.1", port)
+    check_port_free("127.0.0.1", port)  # free again: no exit

@@ -49,7 +49,7 @@ from sglang_fair.router.base import Dispatch, RouterSnapshot
 from sglang_fair.router.d2lpm import check_quantum, check_weight
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
 from sglang_fair.router.indexed import IndexedRouter
-from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, PACKED_TOKEN_BYTES, Match, common_prefix_len
+from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, PACKED_TOKEN_BYTES, Match, common_prefix_len, pack
 
 DEFAULT_LOCAL_QUEUE_TOKENS = 8192  # about one prefill batch of uncached tokens per worker
 DEFAULT_LOCAL_QUEUE_REQUESTS = 16
@@ -63,13 +63,17 @@ _PREFIX_KEY_TOKENS = 16  # requests sharing these first tokens likely share a lo
 
 @dataclass(eq=False)
 class _Waiting:
-    """A request the router holds, and what the index said of it at arrival.
+    """A request the router holds, and what the index says of it.
 
     ``lens``, ``length`` and ``holders`` (``Match.cached_lens``, ``length`` and
-    ``workers``) rank it for placement; dispatches of look-alikes (same first
+    ``workers``) rank it for placement. Matches shorter than ``_PREFIX_KEY_TOKENS``
+    count as none: a shared first token or two saves no prefill worth steering a
+    request away from the least-loaded worker for, and only longer matches are
+    kept current as follows. Dispatches of look-alikes (same first
     ``_PREFIX_KEY_TOKENS`` tokens) update them by their common prefix: what a new
-    lookup would add for every match that long, for one compare of packed prompts instead
-    of a tree walk (shorter matches, from other prompts, are left out).
+    lookup would add, for one compare of packed prompts instead of a tree walk.
+    Evictions and the workers' cache reports on its path mark it ``stale``: it is
+    looked up again before it is ranked.
     """
 
     rid: str
@@ -78,14 +82,23 @@ class _Waiting:
     max_new: int
     match: Match  # for the charge at dispatch: reused if the index has not changed since
     key: int  # hash of the first tokens
-    lens: list[int]
-    length: int
-    holders: int
+    lens: list[int] = dataclasses.field(default_factory=list)
+    length: int = 0
+    holders: int = 0
     room: int = -1  # the worker the last placement pass chose for it
+    stale: bool = False
+
+    def rank_by(self, match: Match, num_workers: int) -> None:
+        """Take ``match`` (of this prompt, current) as what ranks the request."""
+        self.match, self.stale = match, False
+        self.lens = [n if n >= _PREFIX_KEY_TOKENS else 0 for n in match.cached_lens(num_workers)]
+        self.length, self.holders = (match.length, match.workers) if match.length >= _PREFIX_KEY_TOKENS else (0, 0)
 
     def sibling_placed(self, packed: bytes, worker: int) -> None:
         """A request sharing this one's first tokens now caches ``packed`` (``pack``) on ``worker``."""
         common = common_prefix_len(self.match.packed, packed)
+        if common < _PREFIX_KEY_TOKENS:
+            return
         if common > self.lens[worker]:
             self.lens[worker] = common
         if common > self.length:
@@ -162,6 +175,7 @@ class GlobalDLPMRouter(IndexedRouter):
         self._work: dict[str, float] = {}
         self._released: list[tuple[str, int]] = []
         self._next_gc = 0.0
+        self.index.watch_removals(_PREFIX_KEY_TOKENS)
 
     # ---- requests in ------------------------------------------------------------
 
@@ -172,8 +186,8 @@ class GlobalDLPMRouter(IndexedRouter):
         self._collect_idle()
         match = self.index.match(tokens)
         key = hash(match.packed[: _PREFIX_KEY_TOKENS * PACKED_TOKEN_BYTES])
-        held = _Waiting(rid, client, tokens, int(max_new_tokens), match, key,
-                        list(match.cached_lens(self.num_workers)), match.length, match.workers)
+        held = _Waiting(rid, client, tokens, int(max_new_tokens), match, key)
+        held.rank_by(match, self.num_workers)
         tracked = self.fair.enqueue(rid, client, len(tokens), payload=held)
         self.tracked[rid] = tracked
         self.waiting.setdefault(tracked.client, {})[rid] = tracked
@@ -199,6 +213,10 @@ class GlobalDLPMRouter(IndexedRouter):
         return True
 
     # ---- feedback ---------------------------------------------------------------
+
+    def on_cached(self, worker: int, tokens: Sequence[int]) -> None:
+        super().on_cached(worker, tokens)  # may lengthen held requests' matches
+        self._mark_stale({pack(tokens[:_PREFIX_KEY_TOKENS])})
 
     def on_admitted(self, rid: str, worker: int, cached_tokens: int | None = None) -> None:
         dispatch = self.inflight.get(rid)
@@ -279,10 +297,13 @@ class GlobalDLPMRouter(IndexedRouter):
         clients = self._positive_clients()
         if not clients and self.fair.policy.check_refill():  # type: ignore[attr-defined]
             clients = self._positive_clients()
+        self._mark_stale(self.index.take_removals())
         keyed: list[tuple[int, int, int, TrackedRequest]] = []
         for reqs in clients:
             for tracked in itertools.islice(reqs.values(), self.candidates_per_client):
                 held: _Waiting = tracked.payload  # type: ignore[assignment]
+                if held.stale:
+                    held.rank_by(self.index.refresh(held.match, touch=False), self.num_workers)
                 best = only if only is not None else self._best_room(held, rooms)
                 held.room = best
                 cached = tracked.cached_len = held.lens[best]
@@ -293,6 +314,20 @@ class GlobalDLPMRouter(IndexedRouter):
             if not self._belongs_elsewhere(held, held.room) and not self._shares_pending_prefill(held, held.room):
                 return tracked, held.room
         return None
+
+    def _mark_stale(self, prefixes: set[bytes]) -> None:
+        """Held requests whose prompt starts with one of ``prefixes`` (packed) must be looked up again."""
+        key_bytes = _PREFIX_KEY_TOKENS * PACKED_TOKEN_BYTES
+        for prefix in prefixes:
+            if len(prefix) == key_bytes:  # a look-alike family: found by its key
+                for rid in self.by_key.get(hash(prefix), ()):
+                    self.tracked[rid].payload.stale = True  # type: ignore[union-attr]
+                continue
+            for reqs in self.waiting.values():  # a short path: any held prompt may start with it
+                for tracked in reqs.values():
+                    held: _Waiting = tracked.payload  # type: ignore[assignment]
+                    if held.match.packed.startswith(prefix):
+                        held.stale = True
 
     def _positive_clients(self) -> list[dict[str, TrackedRequest]]:
         deficits = self.fair.policy.deficits  # type: ignore[attr-defined]

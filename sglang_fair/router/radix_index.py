@@ -167,6 +167,9 @@ class RadixIndex:
         self._lru: OrderedDict[_Node, None] = OrderedDict()
         self._version = 0  # bumped on every change of the tree: shape or masks
         self._holders: dict[int, list[int]] = {}  # workers_of, memoized: evictions ask per node
+        # ``watch_removals``: packed bytes kept of each path that lost a worker.
+        self._watch_bytes = 0
+        self._removed: set[bytes] = set()
 
     # ---- lookup -------------------------------------------------------------------
 
@@ -174,9 +177,10 @@ class RadixIndex:
         """Longest prefix of ``tokens`` cached by any worker, and who holds it (marks it used)."""
         return self._match(pack(tokens), tokens)
 
-    def _match(self, packed: bytes, source: object) -> Match:
+    def _match(self, packed: bytes, source: object, touch: bool = True) -> Match:
         path, commons, pos = self._walk(packed)
-        self._touch(path)
+        if touch:
+            self._touch(path)
         depths: list[tuple[int, int]] = []
         end = 0
         for node, n in zip(path, commons):
@@ -185,15 +189,54 @@ class RadixIndex:
         workers = path[-1].mask if path else 0
         return Match(pos // _T, workers, depths, packed, (path, commons, pos), self._version, source)
 
-    def refresh(self, match: Match) -> Match:
+    def refresh(self, match: Match, touch: bool = True) -> Match:
         """``match`` if the tree has not changed since it was made, else a new match of its prompt.
 
         A router holding a request between lookup and placement pays for a
         second walk only when something was inserted or evicted meanwhile.
+        ``touch=False``: a second look at a prompt already marked used, which
+        leaves the LRU order as it is.
         """
         if match._version == self._version:
             return match
-        return self._match(match.packed, match._source)
+        return self._match(match.packed, match._source, touch)
+
+    # ---- removals -----------------------------------------------------------------
+
+    def watch_removals(self, prefix_tokens: int) -> None:
+        """Keep, until ``take_removals``, the first ``prefix_tokens`` tokens of every path
+        that lost a worker (pruned, dropped with its worker, or trimmed past capacity).
+
+        A router that keeps matches of prompts it holds learns which ones an eviction
+        may have shortened, instead of walking all of them again.
+        """
+        if prefix_tokens < 1:
+            raise ValueError(f"removal prefixes need at least one token, got {prefix_tokens}")
+        self._watch_bytes = prefix_tokens * _T
+
+    def take_removals(self) -> set[bytes]:
+        """Packed prefixes (``watch_removals``) of the paths that lost a worker since the
+        last call. Every match whose prompt does not start with one of them is unchanged by
+        removals; a prefix shorter than the watched length is the whole path that was cut."""
+        out, self._removed = self._removed, set()
+        return out
+
+    def _note_removal(self, top: _Node) -> None:
+        """``top``'s edge, and so everything under it, loses a worker: note its path."""
+        if not self._watch_bytes:
+            return
+        path = []
+        node: _Node | None = top
+        while node is not None:
+            path.append(node)
+            node = node.parent
+        prefix, want = [], self._watch_bytes
+        for node in reversed(path):  # root first; only the watched length is copied
+            prefix.append(node.key[:want])
+            want -= len(prefix[-1])
+            if not want:
+                break
+        self._removed.add(b"".join(prefix))
 
     # ---- updates ------------------------------------------------------------------
 
@@ -325,6 +368,8 @@ class RadixIndex:
             move(node)
 
     def _clear_subtree(self, top: _Node, bit: int) -> None:
+        if top.mask & bit:
+            self._note_removal(top)
         worker = bit.bit_length() - 1
         stack = [top]
         while stack:
@@ -363,6 +408,7 @@ class RadixIndex:
         lru = self._lru
         while self.total_tokens > self.capacity_tokens and lru:
             oldest = next(iter(lru))
+            self._note_removal(oldest)
             self._remove(oldest)
 
     def iter_paths(self) -> Iterator[tuple[list[int], int]]:

@@ -18,7 +18,6 @@ import atexit
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_fair.launch_server import CPU_OPTIONS
-from sglang_fair.ports import port_free
+from sglang_fair.ports import free_port_run, port_free
 from sglang_fair.testing.tiny_model import ensure_tiny_model
 
 # Flags every CPU launch needs: the launcher's --tiny-cpu set.
@@ -53,8 +52,17 @@ class ServerStartError(RuntimeError):
     """The server died or did not become healthy in time; the message carries its log tail."""
 
 
+class PortTakenError(ServerStartError):
+    """The server could not bind a port: something took it after it was picked."""
+
+
+_PORT_TRIES = 3  # launches with a freshly picked port when the last one was taken
+_BIND_FAILED = b"address already in use"  # uvicorn's and ZMQ's EADDRINUSE message
+
+
 def pick_free_port(host: str = "127.0.0.1") -> int:
-    """A free TCP port: the first free one in $SGLANG_FAIR_PORT_RANGE if set, else one from the OS."""
+    """A free TCP port: the first free one in $SGLANG_FAIR_PORT_RANGE if set, else a random
+    one below the ports the OS hands out (``sglang_fair.ports``)."""
     spec = os.environ.get(PORT_RANGE_ENV, "").strip()
     if spec:
         try:
@@ -65,9 +73,7 @@ def pick_free_port(host: str = "127.0.0.1") -> int:
             if port_free(host, port):
                 return port
         raise RuntimeError(f"no free port in {PORT_RANGE_ENV}={spec}")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    return free_port_run(host, 1)
 
 
 def parallel_world_size(args: Sequence[str]) -> int:
@@ -167,15 +173,34 @@ class LocalServer:
         return env
 
     def start(self) -> "LocalServer":
-        """Launch and block until healthy; raise ServerStartError (with the log tail) if not."""
+        """Launch and block until healthy; raise ServerStartError (with the log tail) if not.
+
+        When the port was picked here and the server finds it taken (SGLang then
+        hangs instead of exiting), it is stopped and launched again on a new port.
+        """
         if self._proc is not None:
             raise RuntimeError("server already started")
         if self.max_total_tokens <= 0:
             raise ValueError(f"max_total_tokens must be positive, got {self.max_total_tokens}")
         if self.model_path is None:
             self.model_path = ensure_tiny_model()
-        if self.port is None:
-            self.port = pick_free_port(self.host)
+        picked = self.port is None
+        attempt = 1
+        while True:
+            if picked:
+                self.port = pick_free_port(self.host)
+            made_log = self.log_path is None
+            try:
+                return self._launch()
+            except PortTakenError:
+                if not picked or attempt == _PORT_TRIES:
+                    raise
+                if made_log:  # this attempt's log; the next gets one named after its port
+                    Path(self.log_path).unlink(missing_ok=True)
+                    self.log_path = None
+                attempt += 1
+
+    def _launch(self) -> "LocalServer":
         if self.log_path is None:
             fd, name = tempfile.mkstemp(prefix=f"sglang-server-{self.port}-", suffix=".log")
             os.close(fd)
@@ -196,8 +221,10 @@ class LocalServer:
         atexit.register(self._kill_group)
         try:
             self._wait_healthy(started + self.startup_timeout_s)
-        except BaseException:
+        except BaseException as error:
             self._temporary_log = False  # the error message points at the log: keep it
+            if isinstance(error, PortTakenError):
+                _signal_group(self._proc.pid, signal.SIGKILL)  # it would hang on shutdown too
             self.stop()
             raise
         self.startup_s = time.monotonic() - started
@@ -213,7 +240,9 @@ class LocalServer:
                     if reply.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass  # not listening yet, or 503 while warming up
+                # Not listening yet, or 503 while warming up; or never, if a bind failed.
+                if _BIND_FAILED in self._log_end():
+                    raise PortTakenError(f"server could not bind a port\n{self._tail_report()}") from None
             if time.monotonic() > deadline:
                 raise ServerStartError(
                     f"server not healthy after {self.startup_timeout_s:.0f} s\n{self._tail_report()}"
@@ -222,6 +251,11 @@ class LocalServer:
 
     def _tail_report(self) -> str:
         return f"command: {' '.join(self.command())}\nlog {self.log_path} (last lines):\n{self.log_tail()}"
+
+    def _log_end(self, size: int = 4096) -> bytes:
+        with open(self.log_path, "rb") as log:
+            log.seek(max(0, os.path.getsize(self.log_path) - size))
+            return log.read().lower()
 
     def log_tail(self, lines: int = 40) -> str:
         """The last `lines` lines of the server's combined stdout/stderr."""

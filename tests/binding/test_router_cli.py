@@ -16,6 +16,7 @@ from sglang.srt.managers.data_parallel_controller import LoadBalanceMethod  # no
 
 from sglang_fair.binding import router_cli, settings  # noqa: E402
 from sglang_fair.binding.settings import RouterSettings  # noqa: E402
+from sglang_fair.ports import PICK_LOW, ephemeral_low  # noqa: E402
 
 
 def test_cli_accepts_the_new_methods_and_options() -> None:
@@ -103,7 +104,7 @@ def test_feedback_endpoint_is_local_ipc_unless_a_router_host_is_set(monkeypatch)
     monkeypatch.setenv(router_cli.HOST_ENV, "127.0.0.2")
     endpoint = router_cli.feedback_endpoint()
     host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
-    assert host == "127.0.0.2" and 20000 <= int(port) < 60000
+    assert host == "127.0.0.2" and PICK_LOW <= int(port) < min(22000, ephemeral_low())  # sglang_fair.ports
 
 
 def test_prepare_points_kv_publishers_at_the_router_host(monkeypatch) -> None:

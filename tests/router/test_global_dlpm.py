@@ -65,29 +65,54 @@ def test_a_worker_gets_the_waiting_request_with_the_longest_prefix_it_caches() -
 def test_held_requests_rank_by_what_a_fresh_lookup_would_say(seed: int) -> None:
     # Held requests are not looked up again when look-alikes (same first 16
     # tokens) are placed: their per-worker matches are updated by the common
-    # prefix. With nothing evicted, that must equal a new walk of the index
-    # wherever the match reaches 16 tokens, whatever the interleaving.
+    # prefix. Evictions and the workers' cache reports mark the held requests
+    # on their path stale instead. Every held request not so marked must rank
+    # by what a new walk of the index says wherever the match reaches 16 tokens
+    # (shorter ones count as none), whatever the interleaving.
     rng = random.Random(seed)
     stems = [[rng.randrange(5) for _ in range(40)] for _ in range(3)]
     r = _router(3, local_queue_requests=2, affinity_ratio=None)
     placed: list[tuple[str, int]] = []
+    prompts: dict[str, list[int]] = {}
+    marked = 0
     for i in range(300):
         stem = stems[rng.randrange(3)]
-        tokens = stem[: rng.randint(16, 40)] + [rng.randrange(4) for _ in range(rng.randint(0, 12))]
+        tokens = prompts[f"r{i}"] = stem[: rng.randint(16, 40)] + [rng.randrange(4) for _ in range(rng.randint(0, 12))]
         w = r.route(f"r{i}", f"c{rng.randrange(4)}", tokens, 2)
         placed += ([(f"r{i}", w)] if w is not None else []) + r.take_released()
         if placed and rng.random() < 0.5:
             rid, worker = placed.pop(rng.randrange(len(placed)))
             r.on_admitted(rid, worker)
             r.on_finish(rid, worker, 2)
+            if rng.random() < 0.5:
+                r.on_cached(worker, prompts[rid] + [rng.randrange(4) for _ in range(4)])
+        if rng.random() < 0.2:  # a worker evicts part of some prompt's path
+            cut = prompts[f"r{rng.randrange(i + 1)}"]
+            r.on_evicted(rng.randrange(3), cut[: rng.randint(1, len(cut))])
+        r._mark_stale(r.index.take_removals())  # what the next placement pass does first
         for reqs in r.waiting.values():
             for tracked in reqs.values():
                 held = tracked.payload
+                if held.stale:
+                    marked += 1
+                    continue
                 fresh = r.index.match(held.tokens)
-                for mine, truth in zip(held.lens, fresh.cached_lens(3)):
-                    assert mine == truth or mine < truth < KEY
+                assert held.lens == [n if n >= KEY else 0 for n in fresh.cached_lens(3)]
                 if fresh.length >= KEY:
                     assert (held.length, held.holders) == (fresh.length, fresh.workers)
+    assert marked  # evictions did reach held requests
+
+
+def test_a_held_request_is_ranked_by_what_workers_hold_after_an_eviction() -> None:
+    r = _router(2, local_queue_requests=1, affinity_ratio=None)
+    shared = list(range(100))
+    assert r.route("a", "x", shared + [1], 4) == 0
+    assert r.route("b", "x", [500, 501], 4) == 1
+    assert r.route("c", "x", [600, 601], 4) is None
+    assert r.route("d", "x", shared + [2], 4) is None  # its prefix is cached on worker 0 ...
+    r.on_evicted(0, shared[:11])  # ... until worker 0 keeps only its first 10 tokens
+    r.on_admitted("a", 0)
+    assert r.take_released() == [("c", 0)]  # nothing cached of d here now: the older request goes
 
 
 def test_the_local_queue_is_bounded_in_uncached_tokens() -> None:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from sglang_fair.router.radix_index import RadixIndex, workers_of
+from sglang_fair.router.radix_index import RadixIndex, pack, workers_of
 
 
 class Model:
@@ -214,6 +214,29 @@ def test_refresh_reuses_a_match_only_while_the_tree_is_unchanged() -> None:
     index.insert(stem + [7, 8], 1)  # a new leaf
     assert index.refresh(index.match(stem)).cached_len(1) == 200
     assert index.refresh(again).length == 201
+
+
+def test_removals_name_the_first_tokens_of_every_path_that_lost_a_worker() -> None:
+    index = RadixIndex(2, capacity_tokens=1_000)
+    stem = list(range(100, 300))
+    index.insert(stem + [1], 0)
+    index.prune(stem + [1], 0)
+    assert index.take_removals() == set()  # nobody watches: nothing is kept
+    index.watch_removals(16)
+    index.insert(stem + [1], 0)
+    index.prune(stem[:50], 1)  # worker 1 never held it: nothing changes
+    assert index.take_removals() == set()
+    index.prune(stem + [1], 0)
+    index.insert(list(range(5)), 1)
+    index.prune(list(range(3)), 1)  # worker 1 keeps 2 tokens: the path cut is shorter than 16
+    assert index.take_removals() == {pack(stem[:16]), pack([0, 1, 2, 3, 4])}
+    assert index.take_removals() == set()  # taken once
+    index.drop_worker(1)
+    assert index.take_removals() == {pack([0, 1])}
+    index.insert(list(range(5000, 5900)), 1)  # past capacity: the least recently used path goes
+    assert index.take_removals() == {pack(stem[:16])}
+    with pytest.raises(ValueError, match="at least one token"):
+        index.watch_removals(0)
 
 
 def test_prompts_as_sglang_sends_them_index_like_lists() -> None:

@@ -127,11 +127,12 @@ class RadixIndex:
 
     # ---- lookup -------------------------------------------------------------------
 
-    def match(self, tokens: Sequence[int]) -> Match:
+    def match(self, tokens: Sequence[int], touch: bool = True) -> Match:
         """Longest prefix of ``tokens`` cached by any worker, and who holds it (marks it used)."""
         tokens = tokens if isinstance(tokens, list) else list(tokens)
         path, commons, pos = self._walk(tokens)
-        self._touch(path)
+        if touch:
+            self._touch(path)
         depths: list[tuple[int, int]] = []
         end = 0
         for node, n in zip(path, commons):
@@ -140,9 +141,9 @@ class RadixIndex:
         workers = path[-1].mask if path else 0
         return Match(pos, workers, depths, (path, commons, pos), self._version, tokens)
 
-    def refresh(self, match: Match) -> Match:
+    def refresh(self, match: Match, touch: bool = True) -> Match:
         """Always a second walk: routers holding a request looked it up again at placement."""
-        return self.match(match._tokens)
+        return self.match(match._tokens, touch)
 
     # ---- updates ------------------------------------------------------------------
 

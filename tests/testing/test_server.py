@@ -2,6 +2,7 @@
 
 import os
 import signal
+import socket
 import time
 import urllib.error
 
@@ -10,6 +11,7 @@ import pytest
 from sglang_fair.testing.server import (
     PORT_RANGE_ENV,
     LocalServer,
+    PortTakenError,
     ServerStartError,
     cpu_bind_groups,
     parallel_world_size,
@@ -103,6 +105,39 @@ def test_sigterm_shutdown_leaves_no_process(server):
     assert server.poll() is not None, "server still running 30 s after SIGTERM"
     assert not process_group_alive(pgid), "a server child process outlived SIGTERM"
     server.stop()
+
+
+@pytest.mark.server
+def test_a_picked_port_taken_before_the_server_binds_it_is_picked_again(tiny_model_dir, monkeypatch):
+    # SGLang finding its HTTP port taken logs the bind error and hangs; the harness
+    # must notice at once and launch again on a new port, not wait out the timeout.
+    from sglang_fair.testing import server as server_module
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        picks = iter([busy])
+        real_pick = server_module.pick_free_port
+        monkeypatch.setattr(server_module, "pick_free_port", lambda host: next(picks, None) or real_pick(host))
+        started = time.monotonic()
+        with LocalServer(model_path=tiny_model_dir, max_total_tokens=2048, startup_timeout_s=120) as running:
+            assert running.port != busy
+            assert _generate(running, _prompt(9, 8), max_new_tokens=2)["meta_info"]["completion_tokens"] == 2
+        assert time.monotonic() - started < 120  # the first launch was given up early
+
+
+@pytest.mark.server
+def test_a_given_port_that_is_taken_fails_fast(tiny_model_dir):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        server = LocalServer(model_path=tiny_model_dir, max_total_tokens=2048, port=busy, startup_timeout_s=120)
+        started = time.monotonic()
+        with pytest.raises(PortTakenError, match="could not bind a port"):
+            server.start()
+        assert time.monotonic() - started < 100 and server.pid is None
 
 
 def test_server_that_cannot_start_reports_its_log(tiny_model_dir):
