@@ -516,14 +516,13 @@ def p99_seeds(checks: list[dict], seeds: int) -> tuple[list[dict], str]:
             wl = paper_workload(c["workload"], c["scenario"], c["D"], seed)
             got = {name: run_one(wl, SYSTEMS[name][0], SYSTEMS[name][1], c["D"], seed, router_options=SYSTEMS[name][2])
                    for name in (DEFAULT, PEER)}
-            ratio = got[DEFAULT]["wb_p99"] / got[PEER]["wb_p99"]
-            ratios.append(ratio)
-            rows.append({"cell": c["cell"], "seed": seed, "wb_p99": got[DEFAULT]["wb_p99"],
-                         "preble_wb_p99": got[PEER]["wb_p99"], "ratio": ratio,
-                         "vs_preble": got[DEFAULT]["throughput"] / got[PEER]["throughput"]})
-            r = rows[-1]
+            r = {"cell": c["cell"], "seed": seed, "wb_p99": got[DEFAULT]["wb_p99"],
+                 "preble_wb_p99": got[PEER]["wb_p99"], "ratio": got[DEFAULT]["wb_p99"] / got[PEER]["wb_p99"],
+                 "vs_preble": got[DEFAULT]["throughput"] / got[PEER]["throughput"]}
+            rows.append(r)
+            ratios.append(r["ratio"])
             lines.append(f"| {c['cell']} | {seed} | {_f(r['wb_p99'])} | {_f(r['preble_wb_p99'])} | "
-                         f"{ratio:.3f} | {r['vs_preble']:.3f} |")
+                         f"{r['ratio']:.3f} | {r['vs_preble']:.3f} |")
             print(lines[-1], flush=True)
         summary.append(f"| {c['cell']} | {sum(ratios) / len(ratios):.3f} | {min(ratios):.3f} | {max(ratios):.3f} | "
                        f"{sum(x > 1 for x in ratios)} of {len(ratios)} |")
