@@ -28,7 +28,10 @@ loop ends): the router stops routing to it and drops its cache entries, and
 every request in flight on it (queued or running) gets one explicit error
 (finish reason ``abort``, status 503) from the controller; a late report from
 it is ignored. Requests are not re-dispatched, because the router cannot know
-whether one had already streamed tokens to its client.
+whether one had already streamed tokens to its client. ``attach`` guards the
+controller's sockets to its workers (``worker_sockets``), so that nothing
+blocks on a dead worker before its death is detected; requests sent untracked
+(``routed_dp_rank``, a router failure) are failed with the others.
 
 Routers that hold requests (``Router.holds_requests``, late binding): a
 request the router keeps (``route`` returns None) stays in the controller
@@ -56,6 +59,7 @@ from sglang_fair.binding.identity import client_of
 from sglang_fair.binding.settings import RouterSettings
 from sglang_fair.binding.sglang_fields import data_parallel
 from sglang_fair.binding.worker_liveness import ProcessLiveness, RayLiveness, WorkerLiveness, loops_per_rank
+from sglang_fair.binding.worker_sockets import WorkerSocket, guard_worker_sockets
 from sglang_fair.core import OptionError, SettingsUpdate
 from sglang_fair.router import NoLiveWorkerError, Router, make_router
 
@@ -130,6 +134,10 @@ class RouterBinding:
         self.to_tokenizer: zmq.Socket | None = None
         self.reply_route: dict[str, object] = {}  # rid -> http_worker_ipc, to send errors back
         self.held: dict[str, object] = {}  # rid -> request the router holds (late binding), not yet sent
+        # rid -> (worker, http_worker_ipc) of requests sent where the router does not track them
+        # (routed_dp_rank, router failure), so that a worker's death fails them too.
+        self.untracked: dict[str, tuple[int, object]] = {}
+        self.worker_sockets: list[WorkerSocket | None] = []
         # Process backend until attach() finds Ray's actors.
         self.liveness: WorkerLiveness = ProcessLiveness(
             router.num_workers, time.monotonic(), lambda: getattr(self.controller, "scheduler_procs", None) or [])
@@ -157,6 +165,7 @@ class RouterBinding:
 
         self.controller = controller
         controller.dispatching = self.dispatch
+        self.worker_sockets = guard_worker_sockets(controller, self.worker_is_dead)
         self.to_tokenizer = get_zmq_socket(self.context, zmq.PUSH, port_args.tokenizer_ipc_name, False)
         if get_observability().enable_metrics and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             from sglang_fair.binding.router_metrics import RouterMetrics
@@ -178,7 +187,7 @@ class RouterBinding:
         from sglang.srt.managers.io_struct import sock_send
 
         controller = self.controller
-        if controller.maybe_external_dp_rank_routing(req):
+        if self.route_direct(req):
             return
         rid = req.rid
         client = client_of(getattr(req, "routing_key", None))
@@ -201,6 +210,7 @@ class RouterBinding:
                 self.reply_error(rid, getattr(req, "http_worker_ipc", None), "no live data-parallel worker")
                 return
             self.unrouted += 1
+            self.untracked[rid] = (worker, getattr(req, "http_worker_ipc", None))
         else:
             self.reply_route[rid] = getattr(req, "http_worker_ipc", None)
             if worker is None:  # late binding: the router places it when a worker has room
@@ -208,6 +218,24 @@ class RouterBinding:
         if worker is not None:
             sock_send(controller.workers[worker], req)
         self.send_released()
+
+    def route_direct(self, req) -> bool:
+        """``routed_dp_rank`` (external routing) is honoured first, untracked. A dead worker's
+        rank is answered 503 here: SGLang's own check would raise and end the controller."""
+        from sglang.srt.managers.io_struct import sock_send
+
+        rank = getattr(req, "routed_dp_rank", None)
+        if rank is None:
+            return False
+        reply_to = getattr(req, "http_worker_ipc", None)
+        if not 0 <= rank < self.router.num_workers:
+            self.reply_error(req.rid, reply_to, f"no data-parallel worker {rank}")
+        elif not self.router.alive[rank]:
+            self.reply_error(req.rid, reply_to, f"data-parallel worker {rank} died")
+        else:
+            self.untracked[req.rid] = (rank, reply_to)
+            sock_send(self.controller.workers[rank], req)
+        return True
 
     def send_released(self) -> None:
         """Send the held requests the router placed since it was last asked (late binding)."""
@@ -327,6 +355,7 @@ class RouterBinding:
         if isinstance(report, worker_reports.Done):
             for rid, _client, out in report.finished:
                 self.reply_route.pop(rid, None)
+                self.untracked.pop(rid, None)
                 router.on_finish(rid, rank, out)
         elif isinstance(report, worker_reports.Admitted):
             for rid, cached in report.admitted:
@@ -349,9 +378,13 @@ class RouterBinding:
                         logger.info("sglang-fair router: receiving KV events from worker %d", rank)
                     self.tracker.handle_frames(rank, frames)
 
+    def worker_is_dead(self, rank: int) -> bool:
+        return not self.router.alive[rank] or rank in self.liveness.dead_ranks()
+
     def check_workers(self, now: float) -> None:
         router = self.router
-        for rank in self.liveness.dead_ranks():
+        unreachable = [sock.rank for sock in self.worker_sockets if sock is not None and sock.unreachable]
+        for rank in sorted({*self.liveness.dead_ranks(), *unreachable}):
             if router.alive[rank]:
                 self.worker_died(rank)
         self.liveness.warn_quiet(router.alive, router.queue_sizes, now, os.environ.get(router_feedback.FEEDBACK_ENV))
@@ -365,11 +398,16 @@ class RouterBinding:
         router_health.write_status(self.router.alive)  # /health answers 503 from now on
         # With every worker dead, a late-binding router also hands back what it held.
         held = {rid for rid in lost if self.held.pop(rid, None) is not None}
+        untracked = {rid: reply_to for rid, (worker, reply_to) in self.untracked.items() if worker == rank}
+        for rid in untracked:
+            del self.untracked[rid]
         logger.error("sglang-fair router: worker %d died; failing its %d requests in flight",
-                     rank, len(lost) - len(held))
+                     rank, len(lost) - len(held) + len(untracked))
         for rid in lost:
             message = "no live data-parallel worker" if rid in held else f"data-parallel worker {rank} died"
             self.reply_error(rid, self.reply_route.pop(rid, None), message)
+        for rid, reply_to in untracked.items():
+            self.reply_error(rid, reply_to, f"data-parallel worker {rank} died")
         if held:
             logger.error("sglang-fair router: no live worker left; failed %d held requests", len(held))
         self.send_released()  # the survivors may take requests meant for the dead worker

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -21,6 +23,7 @@ from sglang.srt.managers.io_struct import AbortReq, sock_recv  # noqa: E402
 from sglang_fair.binding import dp_controller as dpc  # noqa: E402
 from sglang_fair.binding.worker_liveness import (HELLO_WAIT_S, SILENT_WORKER_WARN_S, RayLiveness,  # noqa: E402
                                                  loops_per_rank)
+from sglang_fair.binding.worker_sockets import guard_worker_sockets  # noqa: E402
 from sglang_fair.router import make_router  # noqa: E402
 from tests.support.inproc import fresh_inproc  # noqa: E402
 
@@ -41,9 +44,6 @@ class FakeController:
         self.status = [True] * n
         self.scheduler_procs = []
         self.refreshed = 0
-
-    def maybe_external_dp_rank_routing(self, req) -> bool:
-        return False
 
     def _refresh_active_workers(self) -> None:
         self.refreshed += 1
@@ -66,9 +66,9 @@ def binding():
     b.close()
 
 
-def _req(rid: str, ids: list[int], client: str = "alice"):
+def _req(rid: str, ids: list[int], client: str = "alice", rank: int | None = None):
     return types.SimpleNamespace(rid=rid, input_ids=ids, routing_key=client, http_worker_ipc=None,
-                                 sampling_params=types.SimpleNamespace(max_new_tokens=8))
+                                 sampling_params=types.SimpleNamespace(max_new_tokens=8), routed_dp_rank=rank)
 
 
 def _errors(b) -> list[AbortReq]:
@@ -122,6 +122,54 @@ def test_dead_worker_fails_exactly_its_requests(binding) -> None:
     binding.worker_died(0)
     binding.dispatch(_req("nowhere", [1]))
     assert [e.rid for e in _errors(binding)][-1] == "nowhere"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_worker_dead_before_anyone_noticed_blocks_nothing_and_loses_nothing(binding) -> None:
+    # Worker 1's scheduler died: its PUSH socket has no peer left, on which a
+    # plain send blocks for good; the liveness check has not run yet.
+    context = zmq.Context.instance()
+    orphan = context.socket(zmq.PUSH)
+    orphan.bind(fresh_inproc("dead-worker"))
+    binding.controller.workers[1] = orphan
+    binding.worker_sockets = guard_worker_sockets(binding.controller, binding.worker_is_dead)
+    binding.liveness.worker_pids.update({0: {os.getpid()}, 1: {_dead_pid()}})
+
+    def send_all() -> None:
+        for i in range(6):
+            binding.dispatch(_req(f"r{i}", [i] * 10, client=f"c{i}"))
+        binding.dispatch(_req("direct", [7, 8], rank=1))
+
+    sender = threading.Thread(target=send_all, daemon=True)
+    sender.start()
+    sender.join(10)
+    assert not sender.is_alive(), "the controller blocked on the dead worker's socket"
+    on_one = [rid for rid, d in binding.router.inflight.items() if d.worker == 1]
+    assert on_one and binding.worker_sockets[1].unreachable
+    binding.check_workers(time.monotonic())
+    assert binding.router.alive == [True, False]
+    errors = _errors(binding)
+    assert sorted(e.rid for e in errors) == sorted(on_one + ["direct"])
+    assert all("worker 1 died" in e.abort_message for e in errors)
+
+
+def test_external_rank_routing_is_honoured_and_a_dead_rank_answered(binding) -> None:
+    binding.worker_sockets = guard_worker_sockets(binding.controller, binding.worker_is_dead)
+    binding.dispatch(_req("to-one", [1, 2], rank=1))
+    assert binding.controller.sinks[1].poll(1000)
+    assert binding.router.queue_sizes == [0, 0]  # untracked by the router
+    binding.dispatch(_req("to-zero", [1, 2], rank=0))
+    binding.handle_feedback(msgspec.msgpack.encode(("done", 0, [("to-zero", "alice", 3)])))
+    binding.worker_died(1)
+    assert [(e.rid, e.finished_reason["status_code"]) for e in _errors(binding)] == [("to-one", 503)]
+    binding.dispatch(_req("late", [1], rank=1))
+    binding.worker_died(0)  # to-zero had finished: nothing left to fail
+    assert [(e.rid, e.abort_message) for e in _errors(binding)] == [("late", "data-parallel worker 1 died")]
 
 
 def test_a_router_failure_never_loses_the_request(binding, monkeypatch, caplog) -> None:

@@ -25,7 +25,7 @@ from tests.binding.hostile import hostile_requests
 
 pytestmark = pytest.mark.server
 
-FLOOD, LIGHT, HANG_UPS, HOSTILE = 24, 8, 6, 30
+FLOOD, LIGHT, HANG_UPS, HOSTILE, DIRECT = 24, 8, 6, 30, 16
 
 
 def _post(server: LocalServer, body: bytes, headers: dict | None = None, timeout: float = 240) -> tuple[int, dict]:
@@ -42,8 +42,10 @@ def _post(server: LocalServer, body: bytes, headers: dict | None = None, timeout
             return err.code, {"raw": raw.decode(errors="replace")}
 
 
-def _generation(client: str, ids: list[int], max_new: int) -> tuple[bytes, dict]:
+def _generation(client: str, ids: list[int], max_new: int, rank: int | None = None) -> tuple[bytes, dict]:
     body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}}
+    if rank is not None:
+        body["routed_dp_rank"] = rank  # external routing: straight to that worker
     return json.dumps(body).encode(), {"X-Client-Id": client}
 
 
@@ -109,7 +111,11 @@ def test_chaos_every_request_is_answered_once_and_the_survivor_serves():
             while _inflight(server, 1) == 0 and time.monotonic() < deadline:
                 time.sleep(0.2)
             psutil.Process(pids[1]).kill()
+            # At once, before the controller can tell: the dead worker's socket has no peer left.
+            direct = [pool.submit(_post, server, *_generation("direct", [k + 1, 9], 4, rank=k % 2))
+                      for k in range(DIRECT)]
             results = [future.result(timeout=300) for future in answers]
+            direct_results = [future.result(timeout=300) for future in direct]
             light_results = light.result(timeout=300)
             for future in quitters:
                 future.result(timeout=300)  # each got its first chunk before hanging up
@@ -120,6 +126,9 @@ def test_chaos_every_request_is_answered_once_and_the_survivor_serves():
         served = [r for r in results[:FLOOD] if r[0] == 200 and r[1]["meta_info"]["finish_reason"]["type"] != "abort"]
         assert served and all(r[1]["meta_info"]["completion_tokens"] == 120 for r in served)
         assert any(400 <= status < 500 for status, _ in results[FLOOD:])  # hostile ones refused at the edge
+        to_dead = direct_results[1::2]
+        assert all(status == 503 and "worker 1 died" in json.dumps(body) for status, body in to_dead), to_dead
+        assert all(status == 200 and body["meta_info"]["dp_rank"] == 0 for status, body in direct_results[::2])
 
         # The survivor serves, health tells, memory is bounded.
         status, body = _post(server, *_generation("after", [5, 6, 7, 8], 4))
@@ -130,7 +139,7 @@ def test_chaos_every_request_is_answered_once_and_the_survivor_serves():
         assert server.poll() is None and survivor.is_running()
         rss_ratio = survivor.memory_info().rss / rss_start
         assert rss_ratio < 1.25
-        every = results + [(status, body) for status, body, _ in light_results]
+        every = results + direct_results + [(status, body) for status, body, _ in light_results]
         counts = {kind: sum(1 for status, body in every if _kind(status, body) == kind)
                   for kind in ("served", "refused (4xx)", "worker died (503)")}
         print(f"chaos: {len(every)} answered, {counts}, {HANG_UPS} hang-ups, survivor RSS {rss_ratio:.2f}x")
