@@ -22,18 +22,19 @@ timeline.csv; no plots) under ``--runs-dir`` (default: a new temporary
 directory, not committed) and audited with ``sglang_fair.bench.audit.audit_run``,
 so ``python -m sglang_fair.bench audit RUNS_DIR/<run>`` reproduces the audit
 column. ``--sweeps`` also writes the Q^u sweep (Fig. 1) and the Q^w sweep
-(Fig. 10). ``--p99-seeds N`` runs the cells where the default router's
-well-behaved P99 missed Preble's (in this run's or the last grid.json) again
-with seeds 0..N-1, both systems on the same arrivals, to tell a systematic loss
-from seed-to-seed noise (p99_seeds.md).
+(Fig. 10). ``--seeds N`` runs every target cell (of this run's or the last
+grid.json) again with seeds 0..N-1, the default router and Preble on the same
+arrivals, to tell a systematic loss from seed-to-seed noise (seeds.md).
 
     PYTHONPATH=. python bench/sim_trends.py --out docs/sim-trends --small-pool [--sweeps] [--runs-dir DIR]
-    PYTHONPATH=. python bench/sim_trends.py --out docs/sim-trends --no-grid --p99-seeds 5
+    PYTHONPATH=. python bench/sim_trends.py --out docs/sim-trends --no-grid --seeds 5 --jobs 2
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
 import json
 import logging
 import math
@@ -502,33 +503,44 @@ def header(args, wall_s: float, runs_dir: Path) -> str:
     )
 
 
-def p99_seeds(checks: list[dict], seeds: int) -> tuple[list[dict], str]:
-    """The P99 misses in ``checks``, each run again with seeds 0..``seeds``-1: rows and a markdown table."""
+def _seed_run(job: tuple[str, str, int, int]) -> dict:
+    """One (cell, seed): the default router and Preble on the same arrivals."""
+    w, sc, d, seed = job
+    wl = paper_workload(w, sc, d, seed)
+    got = {name: run_one(wl, SYSTEMS[name][0], SYSTEMS[name][1], d, seed, router_options=SYSTEMS[name][2])
+           for name in (DEFAULT, PEER)}
+    mine, peer = got[DEFAULT], got[PEER]
+    return {"cell": f"{w} {sc} D={d}", "seed": seed, "vs_preble": mine["throughput"] / peer["throughput"],
+            "wb_p99": mine["wb_p99"], "preble_wb_p99": peer["wb_p99"],
+            "p99_ratio": mine["wb_p99"] / peer["wb_p99"], "jain": mine["jain"], "preble_jain": peer["jain"]}
+
+
+def seed_spread(checks: list[dict], seeds: int, jobs: int = 1) -> tuple[list[dict], str]:
+    """Every target cell of ``checks`` run with seeds 0..``seeds``-1: rows and a markdown summary."""
+    work = [(c["workload"], c["scenario"], c["D"], seed) for c in checks for seed in range(seeds)]
     rows = []
-    lines = ["| cell | seed | d2lpm WB P99 (s) | preble WB P99 (s) | ratio | d2lpm / preble throughput |",
-             "|---|---|---|---|---|---|"]
-    summary = []
-    for c in checks:
-        if c["pass"]["p99"]:
-            continue
-        ratios = []
-        for seed in range(seeds):
-            wl = paper_workload(c["workload"], c["scenario"], c["D"], seed)
-            got = {name: run_one(wl, SYSTEMS[name][0], SYSTEMS[name][1], c["D"], seed, router_options=SYSTEMS[name][2])
-                   for name in (DEFAULT, PEER)}
-            r = {"cell": c["cell"], "seed": seed, "wb_p99": got[DEFAULT]["wb_p99"],
-                 "preble_wb_p99": got[PEER]["wb_p99"], "ratio": got[DEFAULT]["wb_p99"] / got[PEER]["wb_p99"],
-                 "vs_preble": got[DEFAULT]["throughput"] / got[PEER]["throughput"]}
+    pool = concurrent.futures.ProcessPoolExecutor(jobs) if jobs > 1 else None
+    with pool or contextlib.nullcontext():
+        for r in (pool.map if pool else map)(_seed_run, work):
             rows.append(r)
-            ratios.append(r["ratio"])
-            lines.append(f"| {c['cell']} | {seed} | {_f(r['wb_p99'])} | {_f(r['preble_wb_p99'])} | "
-                         f"{r['ratio']:.3f} | {r['vs_preble']:.3f} |")
-            print(lines[-1], flush=True)
-        summary.append(f"| {c['cell']} | {sum(ratios) / len(ratios):.3f} | {min(ratios):.3f} | {max(ratios):.3f} | "
-                       f"{sum(x > 1 for x in ratios)} of {len(ratios)} |")
-    text = ("| cell | mean d2lpm / preble WB P99 | min | max | seeds where d2lpm is slower |\n|---|---|---|---|---|\n"
-            + "\n".join(summary) + "\n\n" + "\n".join(lines) + "\n")
-    return rows, text
+            print(f"[{len(rows)}/{len(work)}] {r['cell']} seed {r['seed']}: throughput {r['vs_preble']:.3f}x "
+                  f"Preble's, WB P99 {r['p99_ratio']:.3f}x, Jain {r['jain']:.3f}", flush=True)
+    lines = ["| cell | d2lpm / preble throughput: mean (min-max) | seeds >= target | "
+             "d2lpm / preble WB P99: mean (min-max) | seeds d2lpm slower | d2lpm Jain (min-max) | "
+             "preble Jain (min-max) |", "|---|---|---|---|---|---|---|"]
+    for c in checks:
+        mine = [r for r in rows if r["cell"] == c["cell"]]
+        thr, p99 = [r["vs_preble"] for r in mine], [r["p99_ratio"] for r in mine]
+        jain, peer_jain = [r["jain"] for r in mine], [r["preble_jain"] for r in mine]
+        lines.append(
+            f"| {c['cell']} | {_spread(thr)} | {sum(x >= c['min_vs_preble'] for x in thr)} of {len(thr)} "
+            f"(>= {c['min_vs_preble']}) | {_spread(p99)} | {sum(x > 1 for x in p99)} of {len(p99)} | "
+            f"{min(jain):.3f}-{max(jain):.3f} | {min(peer_jain):.3f}-{max(peer_jain):.3f} |")
+    return rows, "\n".join(lines) + "\n"
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{sum(xs) / len(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})"
 
 
 def main() -> None:
@@ -542,9 +554,10 @@ def main() -> None:
     ap.add_argument("--runs-dir", type=Path, default=None,
                     help="where run directories go (default: a new temporary directory)")
     ap.add_argument("--sweeps", action="store_true", help="also the Q^u and Q^w sweeps (plots)")
-    ap.add_argument("--no-grid", action="store_true", help="no grid: only the sweeps or --p99-seeds (on grid.json)")
-    ap.add_argument("--p99-seeds", type=int, default=0, metavar="N",
-                    help="run the cells whose well-behaved P99 missed Preble's again with seeds 0..N-1")
+    ap.add_argument("--no-grid", action="store_true", help="no grid: only the sweeps or --seeds (on grid.json)")
+    ap.add_argument("--seeds", type=int, default=0, metavar="N",
+                    help="run every target cell again with seeds 0..N-1, d2lpm and Preble (seeds.md)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for --seeds (runs are independent)")
     ap.add_argument("--small-pool", action="store_true",
                     help=f"also a few cells with a {SMALL_POOL_TOKENS}-token KV pool per worker (sensitivity)")
     ap.add_argument("--kv-pool", type=int, default=SIM["kv_pool_tokens"],
@@ -583,16 +596,17 @@ def main() -> None:
         print("\n" + targets_markdown(checks))
     if args.sweeps:
         (out / "sweeps.json").write_text(json.dumps(sweeps(args, out), indent=1) + "\n")
-    if args.p99_seeds:
+    if args.seeds:
         checks = json.loads((out / "grid.json").read_text())["targets"]
-        rows, table = p99_seeds(checks, args.p99_seeds)
-        (out / "p99_seeds.json").write_text(json.dumps(rows, indent=1) + "\n")
-        (out / "p99_seeds.md").write_text(
-            "# Well-behaved P99 where the default router missed Preble's, over seeds\n\n"
-            f"`PYTHONPATH=. python bench/sim_trends.py --out {args.out} --no-grid --p99-seeds {args.p99_seeds}`: "
-            "each cell of grid.md whose well-behaved P99 target missed, run again with seeds "
-            f"0..{args.p99_seeds - 1} (seed 0 is the grid's run); `d2lpm` and `preble` see the same arrivals "
-            "under each seed. Ratio = d2lpm's P99 / Preble's.\n\n" + table)
+        rows, table = seed_spread(checks, args.seeds, args.jobs)
+        (out / "seeds.json").write_text(json.dumps(rows, indent=1) + "\n")
+        (out / "seeds.md").write_text(
+            "# The default router's targets over seeds\n\n"
+            f"`PYTHONPATH=. python bench/sim_trends.py --out {args.out} --no-grid --seeds {args.seeds} "
+            f"--jobs {args.jobs}`: every target cell of grid.md (D > 1, full pool) run again with seeds "
+            f"0..{args.seeds - 1} (seed 0 is the grid's run; a seed draws the arrivals and the programs); "
+            "`d2lpm` and `preble` see the same arrivals under each seed. Ratios are d2lpm's over Preble's; "
+            "per-seed rows are in seeds.json.\n\n" + table)
     print(f"done in {time.perf_counter() - t0:.0f} s; results in {out}"
           + (f"; run directories in {runs_dir}" if runs_dir else ""))
 

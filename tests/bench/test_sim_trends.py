@@ -98,3 +98,20 @@ def test_waiting_share_is_the_mean_backlogged_fraction():
     records = [_rec("a", 0.0, 5.0), _rec("b", 2.0, 4.0), _rec("b", 6.0, 8.0)]
     assert st.waiting_share(records, (0.0, 10.0), ["a", "b"]) == pytest.approx((0.5 + 0.4) / 2)
     assert st.waiting_share(records, None, ["a"]) is None
+
+
+def test_seed_spread_counts_seeds_that_meet_each_target(monkeypatch):
+    ratios = {0: (0.97, 1.02), 1: (0.93, 0.96), 2: (1.01, 0.90)}  # seed -> (throughput, P99) vs Preble
+
+    def fake_run(job):
+        w, sc, d, seed = job
+        thr, p99 = ratios[seed]
+        return {"cell": f"{w} {sc} D={d}", "seed": seed, "vs_preble": thr, "wb_p99": 10 * p99,
+                "preble_wb_p99": 10.0, "p99_ratio": p99, "jain": 0.9 + seed / 100, "preble_jain": 0.5}
+
+    monkeypatch.setattr(st, "_seed_run", fake_run)
+    checks = [{"cell": "tot s2 D=4", "workload": "tot", "scenario": "s2", "D": 4, "min_vs_preble": 0.95}]
+    rows, table = st.seed_spread(checks, seeds=3)
+    assert [r["seed"] for r in rows] == [0, 1, 2]
+    assert ("| tot s2 D=4 | 0.970 (0.930-1.010) | 2 of 3 (>= 0.95) | 0.960 (0.900-1.020) | 1 of 3 "
+            "| 0.900-0.920 | 0.500-0.500 |") in table
