@@ -187,7 +187,8 @@ class RouterBinding:
         from sglang.srt.managers.io_struct import sock_send
 
         controller = self.controller
-        if self.route_direct(req):
+        reply_to = getattr(req, "http_worker_ipc", None)
+        if self.route_direct(req, reply_to):
             return
         rid = req.rid
         client = client_of(getattr(req, "routing_key", None))
@@ -200,26 +201,26 @@ class RouterBinding:
         try:
             worker = self.router.route(rid, client, tokens, int(max_new))
         except NoLiveWorkerError as exc:
-            self.reply_error(rid, getattr(req, "http_worker_ipc", None), str(exc))
+            self.reply_error(rid, reply_to, str(exc))
             return
         except Exception:
             # Never lose a request to a router bug: place it on a live worker untracked.
             logger.exception("sglang-fair router: route() failed for %r; sending it round-robin", rid)
             worker = self._fallback_worker()
             if worker is None:
-                self.reply_error(rid, getattr(req, "http_worker_ipc", None), "no live data-parallel worker")
+                self.reply_error(rid, reply_to, "no live data-parallel worker")
                 return
             self.unrouted += 1
-            self.untracked[rid] = (worker, getattr(req, "http_worker_ipc", None))
+            self.untracked[rid] = (worker, reply_to)
         else:
-            self.reply_route[rid] = getattr(req, "http_worker_ipc", None)
+            self.reply_route[rid] = reply_to
             if worker is None:  # late binding: the router places it when a worker has room
                 self.held[rid] = req
         if worker is not None:
             sock_send(controller.workers[worker], req)
         self.send_released()
 
-    def route_direct(self, req) -> bool:
+    def route_direct(self, req, reply_to) -> bool:
         """``routed_dp_rank`` (external routing) is honoured first, untracked. A dead worker's
         rank is answered 503 here: SGLang's own check would raise and end the controller."""
         from sglang.srt.managers.io_struct import sock_send
@@ -227,11 +228,10 @@ class RouterBinding:
         rank = getattr(req, "routed_dp_rank", None)
         if rank is None:
             return False
-        reply_to = getattr(req, "http_worker_ipc", None)
         if not 0 <= rank < self.router.num_workers:
             self.reply_error(req.rid, reply_to, f"no data-parallel worker {rank}")
         elif not self.router.alive[rank]:
-            self.reply_error(req.rid, reply_to, f"data-parallel worker {rank} died")
+            self.reply_error(req.rid, reply_to, _died(rank))
         else:
             self.untracked[req.rid] = (rank, reply_to)
             sock_send(self.controller.workers[rank], req)
@@ -404,10 +404,15 @@ class RouterBinding:
         logger.error("sglang-fair router: worker %d died; failing its %d requests in flight",
                      rank, len(lost) - len(held) + len(untracked))
         for rid in lost:
-            message = "no live data-parallel worker" if rid in held else f"data-parallel worker {rank} died"
+            message = "no live data-parallel worker" if rid in held else _died(rank)
             self.reply_error(rid, self.reply_route.pop(rid, None), message)
         for rid, reply_to in untracked.items():
-            self.reply_error(rid, reply_to, f"data-parallel worker {rank} died")
+            self.reply_error(rid, reply_to, _died(rank))
         if held:
             logger.error("sglang-fair router: no live worker left; failed %d held requests", len(held))
         self.send_released()  # the survivors may take requests meant for the dead worker
+
+
+def _died(rank: int) -> str:
+    """The error message of the requests a dead worker leaves unanswered."""
+    return f"data-parallel worker {rank} died"
