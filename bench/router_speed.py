@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import random
 import statistics
@@ -39,7 +40,7 @@ import tracemalloc
 from array import array
 
 from sglang_fair.router import ROUTERS, make_router
-from sglang_fair.router.radix_index import RadixIndex
+from sglang_fair.router.radix_index import PACKED_TOKEN_BYTES, RadixIndex
 
 PROMPT_LEN = 4096
 
@@ -210,10 +211,14 @@ def floors(args: argparse.Namespace) -> dict[str, float]:
     ``pack``: ``array.tobytes``, what the index pays to read a prompt from SGLang;
     ``list``: ``list(prompt)``, one int object per token (what any index over
     Python ints pays first); ``hash``: ``hash`` of the packed prompt, the least
-    a block-hash index pays.
+    a block-hash index pays; ``compare``: the one ``memcmp`` of the prompt
+    against the stored edge of its shared prefix (``compare_tokens``: that
+    edge's length), the least a token-exact lookup pays, timed on an index
+    filled and kept turning over as in ``measure``, so the edge is as
+    rarely in the CPU cache as when a router reads it.
     """
     source = PromptSource(args.seed + 1)
-    out: dict[str, list[int]] = {"pack": [], "list": [], "hash": []}
+    out: dict[str, list[int]] = {"pack": [], "list": [], "hash": [], "compare": [], "compare_tokens": []}
     for _ in range(200):
         prompt = source.next()[1]  # fresh, hence in cache, as when a router gets it
         t0 = time.perf_counter_ns()
@@ -226,7 +231,27 @@ def floors(args: argparse.Namespace) -> dict[str, float]:
         out["pack"].append(t1 - t0)
         out["list"].append(t2 - t1)
         out["hash"].append(t3 - t2)
-    return {k: statistics.median(v) / 1000 for k, v in out.items()}
+    index = RadixIndex(args.workers, args.capacity)
+    source = PromptSource(args.seed)
+    w = timed = 0
+    samples = max(50, args.requests // 5)
+    for _ in range(20 * samples):  # bounded: under a small cap, prefixes may be evicted before a second use
+        if timed == samples:
+            break
+        prompt = source.next()[1]
+        packed = prompt.tobytes()
+        edge = index.root.children.get(packed[:PACKED_TOKEN_BYTES])  # the shared prefix, once seen
+        if index.total_tokens >= args.prefill_tokens and edge is not None:
+            t0 = time.perf_counter_ns()
+            same = packed.startswith(edge.key)
+            t1 = time.perf_counter_ns()
+            if same:  # else the edge is a whole earlier prompt, not yet split at its prefix
+                out["compare"].append(t1 - t0)
+                out["compare_tokens"].append(len(edge.key) // PACKED_TOKEN_BYTES * 1000)
+                timed += 1
+        index.insert(prompt, w)  # what routing it would store: the tail, evicting old ones past the cap
+        w = (w + 1) % args.workers
+    return {k: statistics.median(v) / 1000 if v else math.nan for k, v in out.items()}
 
 
 def index_memory(args: argparse.Namespace, index_cls: type = RadixIndex) -> tuple[int, float]:
@@ -326,7 +351,9 @@ def main(argv: list[str] | None = None) -> int:
         f = floors(args)
         print(f"reading one {PROMPT_LEN}-token prompt: pack {f['pack']:.1f} us ({f['pack'] / base['p50_us']:.1f}x rr p50), "
               f"list() {f['list']:.1f} us ({f['list'] / base['p50_us']:.1f}x), "
-              f"hash {f['hash']:.1f} us ({f['hash'] / base['p50_us']:.1f}x)")
+              f"hash {f['hash']:.1f} us ({f['hash'] / base['p50_us']:.1f}x); "
+              f"comparing it with its cached prefix ({f['compare_tokens']:.0f} tokens, one memcmp) "
+              f"{f['compare']:.1f} us ({f['compare'] / base['p50_us']:.1f}x)")
     d2, verdict = results.get("d2lpm"), 0
     if d2 is not None and d2["index_tokens_end"] < args.prefill_tokens:
         print(f"note: the index ended below {args.prefill_tokens} tokens ({d2['index_tokens_end']})")

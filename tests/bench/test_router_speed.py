@@ -37,3 +37,10 @@ def test_a_baseline_index_gets_a_row_of_its_own(capsys):
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     baseline = [row for row in rows if row and row[0] == "d2lpm@baseline"]
     assert len(baseline) == 1 and float(baseline[0][1]) > 0  # its p50, measured
+
+
+def test_floors_time_the_compare_against_a_whole_shared_prefix():
+    out = rs.floors(_args(capacity=1_000_000))  # room for all 256 shared prefixes
+    # Every timed compare matched a whole shared prefix (PromptSource: 1,024-3,072 tokens).
+    assert 1024 <= out["compare_tokens"] <= 3072
+    assert out["compare"] > 0 and out["pack"] > 0
