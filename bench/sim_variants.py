@@ -1,0 +1,218 @@
+"""One cell of the simulator grid under router variants: where does the default router lose?
+
+Runs one (workload, scenario, D) cell of ``bench/sim_trends.py`` (same
+arrivals, KV pool and simulator settings) for each seed and each named
+variant, and prints throughput (and its ratio to Preble's), cache hit rate,
+Jain's index and the well-behaved clients' P99 program latency.
+
+``--why-held`` also instruments ``d2lpm_global`` (its methods are wrapped for
+the run, not changed) and reports, in shares of all prompt tokens:
+
+* ``at arrival``: what the router's index held of each prompt, on any worker,
+  when the request arrived; ``at admission``: what the worker really found
+  cached when it admitted the request;
+* ``lost held`` / ``lost local``: prefix the index held at arrival but the
+  chosen worker no longer had when the router placed the request / when the
+  worker admitted it (requests losing >= 256 tokens);
+* how long the requests that lost prefix while held were held, by reason,
+  sampled after every placement pass: ``no room`` (every local queue full),
+  ``deficit`` (rooms free, the client's counter not positive), ``passed
+  over`` (rooms free, counter positive: the locality or shared-prefill wait).
+
+    PYTHONPATH=. python bench/sim_variants.py --cell judge-s2-4 --seeds 0,3 --why-held
+    PYTHONPATH=. python bench/sim_variants.py --cell qa-s1-8 --kv-pool 60000 --variants preble,d2lpm,no-fairness
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import importlib.util
+import logging
+import statistics
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from sglang_fair.router.global_dlpm import GlobalDLPMRouter
+from sglang_fair.router.radix_index import pack
+
+_UNBOUNDED = {"local_queue_tokens": 1 << 40, "local_queue_requests": 1 << 30}
+_NO_FAIRNESS = {"quantum": 1e12}  # a refill so large no client's counter ever runs out
+VARIANTS: dict[str, tuple[str, str, dict, str]] = {
+    "preble": ("lpm", "preble", {}, "LPM workers behind the Preble-style router"),
+    "d2lpm": ("dlpm", "d2lpm_global", {}, "the default router (cluster-wide DLPM, late binding)"),
+    "d2lpm-paper": ("dlpm", "d2lpm", {}, "Algorithm 2 of the DLPM paper"),
+    "unbounded": ("dlpm", "d2lpm_global", _UNBOUNDED, "the default router, local queues without bound"),
+    "no-fairness": ("dlpm", "d2lpm_global", _NO_FAIRNESS, "the default router, quantum 1e12"),
+    "no-fairness-unbounded": ("dlpm", "d2lpm_global", _NO_FAIRNESS | _UNBOUNDED, "both of the above"),
+}
+LOST_MIN_TOKENS = 256
+
+
+def _sim_trends():
+    path = Path(__file__).resolve().parent / "sim_trends.py"
+    spec = importlib.util.spec_from_file_location("sim_trends", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class HoldProbe:
+    """What ``d2lpm_global`` knew of each request and why it held it (``--why-held``)."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, dict] = {}
+        self._since: dict[str, tuple[str, float]] = {}  # rid -> (reason held, since)
+
+    @contextlib.contextmanager
+    def attached(self) -> Iterator[HoldProbe]:
+        from sglang_fair.sim.worker import SimRequest
+
+        saved = {(cls, name): getattr(cls, name) for cls, name in
+                 ((GlobalDLPMRouter, "route"), (GlobalDLPMRouter, "_dispatch"), (GlobalDLPMRouter, "_pump"),
+                  (SimRequest, "admitted_at"))}
+        probe = self
+        route, dispatch, pump, admitted_at = saved.values()
+
+        def probed_route(router, rid, client, tokens, max_new):
+            match = router.index._match(pack(tokens), tokens, touch=False)  # no LRU touch: not a real lookup
+            probe.requests[rid] = {"client": client, "tokens": len(tokens), "arrival": match.length,
+                                   "t_arrival": router.clock(), "held": collections.Counter()}
+            return route(router, rid, client, tokens, max_new)
+
+        def probed_dispatch(router, tracked, worker):
+            info = probe.requests.get(tracked.rid)
+            if info is not None:
+                match = router.index.refresh(tracked.payload.match, touch=False)
+                info["placed"] = match.cached_len(worker)
+                info["t_placed"] = router.clock()
+            return dispatch(router, tracked, worker)
+
+        def probed_pump(router):
+            pump(router)
+            probe._sample(router)
+
+        def probed_admitted_at(req, t):
+            info = probe.requests.get(req.rid)
+            if info is not None and "admitted" not in info:
+                info["admitted"], info["t_admitted"] = req.cached_tokens or 0, t
+            return admitted_at(req, t)
+
+        GlobalDLPMRouter.route, GlobalDLPMRouter._dispatch = probed_route, probed_dispatch
+        GlobalDLPMRouter._pump, SimRequest.admitted_at = probed_pump, probed_admitted_at
+        try:
+            yield self
+        finally:
+            for (cls, name), fn in saved.items():
+                setattr(cls, name, fn)
+
+    def _sample(self, router: GlobalDLPMRouter) -> None:
+        now = router.clock()
+        rooms = any(router._has_room(w) for w in range(router.num_workers))
+        deficits = router.fair.policy.deficits
+        held = set()
+        for client, reqs in router.waiting.items():
+            why = "no room" if not rooms else "deficit" if deficits.get(client, 0.0) <= 0 else "passed over"
+            for rid in reqs:
+                held.add(rid)
+                current = self._since.get(rid)
+                if current is None or current[0] != why:
+                    self._close(rid, now)
+                    self._since[rid] = (why, now)
+        for rid in [r for r in self._since if r not in held]:
+            self._close(rid, now)
+
+    def _close(self, rid: str, now: float) -> None:
+        current = self._since.pop(rid, None)
+        if current is not None:
+            self.requests[rid]["held"][current[0]] += now - current[1]
+
+    def report(self) -> list[str]:
+        done = [r for r in self.requests.values() if "admitted" in r]
+        if not done:
+            return ["  no request admitted"]
+        tokens = sum(r["tokens"] for r in done)
+        placed = [r for r in done if "placed" in r]
+        lost_held = [r for r in placed if r["arrival"] - r["placed"] >= LOST_MIN_TOKENS]
+        lost_local = [r for r in placed if r["placed"] - r["admitted"] >= LOST_MIN_TOKENS]
+        reasons: collections.Counter = collections.Counter()
+        for r in lost_held:
+            reasons.update(r["held"])
+        held_s = [r["t_placed"] - r["t_arrival"] for r in placed]
+        lost_s = [r["t_placed"] - r["t_arrival"] for r in lost_held]
+
+        def share(rs: list[dict], a: str, b: str) -> float:
+            return sum(r[a] - r[b] for r in rs) / tokens
+
+        return [
+            f"  prompt tokens cached at arrival (index, any worker) {sum(r['arrival'] for r in done) / tokens:.3f}, "
+            f"at admission {sum(r['admitted'] for r in done) / tokens:.3f}; lost held {share(lost_held, 'arrival', 'placed'):.3f} "
+            f"({len(lost_held)} requests), lost local {share(lost_local, 'placed', 'admitted'):.3f} ({len(lost_local)})",
+            f"  held in the router: median {_median(held_s):.2f} s, mean {_mean(held_s):.2f} s; the requests that "
+            f"lost prefix while held: median {_median(lost_s):.2f} s, by reason (s): "
+            + ", ".join(f"{k} {reasons[k]:.0f}" for k in ("no room", "deficit", "passed over")),
+        ]
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else 0.0
+
+
+def _mean(xs: list[float]) -> float:
+    return statistics.mean(xs) if xs else 0.0
+
+
+def run(args: argparse.Namespace, emit=print) -> None:
+    """Every seed x variant of ``args.cell``; each line goes to ``emit`` as soon as it is known."""
+    st = _sim_trends()
+    workload, scenario, workers = args.cell.split("-")
+    sim = {"kv_pool_tokens": args.kv_pool} if args.kv_pool else {}
+    emit(f"cell {args.cell}, {args.duration:g} s of arrivals, KV pool "
+         f"{args.kv_pool or st.SIM['kv_pool_tokens']} tokens per worker")
+    emit("variants: " + "; ".join(f"{v} = {VARIANTS[v][3]}" for v in args.variants))
+    emit(f"{'seed':>4}  {'variant':<22}{'service/s':>10}{'vs preble':>10}{'hit':>7}{'jain':>7}{'WB p99':>8}")
+    for seed in args.seeds:
+        wl = st.paper_workload(workload, scenario, int(workers), seed, args.duration)
+        preble = None
+        for name in args.variants:
+            policy, router, options, _ = VARIANTS[name]
+            probe = HoldProbe() if args.why_held and router == "d2lpm_global" else None
+            with probe.attached() if probe else contextlib.nullcontext():
+                row = st.run_one(wl, policy, router, int(workers), seed, router_options=options, **sim)
+            if name == "preble":
+                preble = row["throughput"]
+            ratio = f"{row['throughput'] / preble:.3f}" if preble else "-"
+            emit(f"{seed:>4}  {name:<22}{row['throughput']:>10.0f}{ratio:>10}{row['hit_rate']:>7.3f}"
+                 f"{row['jain']:>7.3f}{row['wb_p99']:>7.1f}s")
+            for line in probe.report() if probe else ():
+                emit(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cell", required=True, help="WORKLOAD-SCENARIO-D, e.g. judge-s2-4")
+    ap.add_argument("--seeds", default="0", type=lambda s: [int(x) for x in s.split(",")])
+    ap.add_argument("--variants", default="preble,d2lpm,unbounded,no-fairness,no-fairness-unbounded",
+                    type=lambda s: s.split(","), help="from: " + ", ".join(VARIANTS))
+    ap.add_argument("--kv-pool", type=int, default=0, help="KV pool per worker (default: the grid's)")
+    ap.add_argument("--duration", type=float, default=None, help="seconds of arrivals (default: the grid's)")
+    ap.add_argument("--why-held", action="store_true", help="instrument d2lpm_global: prefix lost while held")
+    args = ap.parse_args(argv)
+    parts = args.cell.split("-")
+    if len(parts) != 3 or not parts[2].isdigit() or int(parts[2]) < 2:
+        ap.error(f"--cell must be WORKLOAD-SCENARIO-D with D >= 2, got {args.cell!r}")
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    if args.duration is None:
+        args.duration = _sim_trends().DURATION_S
+    logging.disable(logging.WARNING)  # the simulator's per-run notices would bury the table
+    run(args, lambda line: print(line, flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

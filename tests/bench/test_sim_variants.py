@@ -1,0 +1,52 @@
+"""bench/sim_variants.py: a short cell under two variants, with the hold probe."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from sglang_fair.router.global_dlpm import GlobalDLPMRouter
+from sglang_fair.sim.worker import SimRequest
+
+_PATH = Path(__file__).resolve().parents[2] / "bench" / "sim_variants.py"
+_spec = importlib.util.spec_from_file_location("sim_variants", _PATH)
+sv = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sv)
+
+
+def test_probe_reports_each_variant_and_leaves_the_router_as_it_was():
+    before = (GlobalDLPMRouter.route, GlobalDLPMRouter._dispatch, GlobalDLPMRouter._pump, SimRequest.admitted_at)
+    lines: list[str] = []
+    args = sv.argparse.Namespace(cell="judge-s2-2", seeds=[0], variants=["preble", "d2lpm"], kv_pool=20_000,
+                                 duration=3.0, why_held=True)
+    sv.run(args, lines.append)
+    assert (GlobalDLPMRouter.route, GlobalDLPMRouter._dispatch, GlobalDLPMRouter._pump,
+            SimRequest.admitted_at) == before
+    rows = {line.split()[1]: line.split() for line in lines if line.split()[:1] == ["0"]}
+    assert set(rows) == {"preble", "d2lpm"}
+    assert rows["preble"][3] == "1.000" and float(rows["d2lpm"][2]) > 0
+    probe = [line for line in lines if line.startswith("  prompt tokens cached at arrival")]
+    assert len(probe) == 1  # only the d2lpm_global variant is probed
+    arrival, admission = map(float, re.search(r"any worker\) ([\d.]+), at admission ([\d.]+)", probe[0]).groups())
+    assert 0 < arrival <= 1 and 0 < admission <= 1  # a 20k-token pool still caches the judge's articles
+
+
+def test_hold_reasons_add_up_to_the_time_held():
+    probe = sv.HoldProbe()
+    args = sv.argparse.Namespace(cell="judge-s2-2", seeds=[1], variants=["d2lpm"], kv_pool=20_000,
+                                 duration=3.0, why_held=False)
+    with probe.attached():
+        sv.run(args, lambda line: None)
+    placed = [r for r in probe.requests.values() if "t_placed" in r]
+    assert placed and all("admitted" in r for r in placed)
+    for r in placed:
+        # Sampled after every placement pass, so each request's reasons cover its whole hold.
+        assert sum(r["held"].values()) == pytest.approx(r["t_placed"] - r["t_arrival"], abs=1e-9)
+
+
+def test_cell_and_variants_are_checked(capsys):
+    for argv in (["--cell", "judge-s2"], ["--cell", "judge-s2-1"], ["--cell", "judge-s2-2", "--variants", "nope"]):
+        with pytest.raises(SystemExit):
+            sv.main(argv)
+    assert "unknown variant(s) nope" in capsys.readouterr().err
