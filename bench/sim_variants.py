@@ -21,6 +21,8 @@ the run, not changed) and reports, in shares of all prompt tokens:
 
     PYTHONPATH=. python bench/sim_variants.py --cell judge-s2-4 --seeds 0,3 --why-held
     PYTHONPATH=. python bench/sim_variants.py --cell qa-s1-8 --kv-pool 60000 --variants preble,d2lpm,no-fairness
+    PYTHONPATH=. python bench/sim_variants.py --cell judge-s2-4 --variants preble,d2lpm \
+        --add 'queue-8192={"local_queue_tokens": 8192}'
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import argparse
 import collections
 import contextlib
 import importlib.util
+import json
 import logging
 import statistics
 import sys
@@ -168,17 +171,18 @@ def _mean(xs: list[float]) -> float:
 def run(args: argparse.Namespace, emit=print) -> None:
     """Every seed x variant of ``args.cell``; each line goes to ``emit`` as soon as it is known."""
     st = _sim_trends()
+    table = VARIANTS | getattr(args, "added", {})  # --add: more variants, for this run only
     workload, scenario, workers = args.cell.split("-")
     sim = {"kv_pool_tokens": args.kv_pool} if args.kv_pool else {}
     emit(f"cell {args.cell}, {args.duration:g} s of arrivals, KV pool "
          f"{args.kv_pool or st.SIM['kv_pool_tokens']} tokens per worker")
-    emit("variants: " + "; ".join(f"{v} = {VARIANTS[v][3]}" for v in args.variants))
+    emit("variants: " + "; ".join(f"{v} = {table[v][3]}" for v in args.variants))
     emit(f"{'seed':>4}  {'variant':<22}{'service/s':>10}{'vs preble':>10}{'hit':>7}{'jain':>7}{'WB p99':>8}")
     for seed in args.seeds:
         wl = st.paper_workload(workload, scenario, int(workers), seed, args.duration)
         preble = None
         for name in args.variants:
-            policy, router, options, _ = VARIANTS[name]
+            policy, router, options, _ = table[name]
             probe = HoldProbe() if args.why_held and router == "d2lpm_global" else None
             with probe.attached() if probe else contextlib.nullcontext():
                 row = st.run_one(wl, policy, router, int(workers), seed, router_options=options, **sim)
@@ -197,14 +201,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--variants", default="preble,d2lpm,unbounded,no-fairness,no-fairness-unbounded",
                     type=lambda s: s.split(","), help="from: " + ", ".join(VARIANTS))
+    ap.add_argument("--add", action="append", default=[], metavar="NAME=JSON",
+                    help="one more variant: the default router with these options (repeatable), "
+                         "e.g. 'queue-8192={\"local_queue_tokens\": 8192}'; list it in --variants or it is appended")
     ap.add_argument("--kv-pool", type=int, default=0, help="KV pool per worker (default: the grid's)")
     ap.add_argument("--duration", type=float, default=None, help="seconds of arrivals (default: the grid's)")
     ap.add_argument("--why-held", action="store_true", help="instrument d2lpm_global: prefix lost while held")
     args = ap.parse_args(argv)
+    args.added = {}
+    for spec in args.add:
+        name, _, options = spec.partition("=")
+        try:
+            parsed = json.loads(options)
+        except json.JSONDecodeError as e:
+            ap.error(f"--add {spec!r}: the options after '=' must be a JSON object ({e})")
+        if not name or not isinstance(parsed, dict):
+            ap.error(f"--add {spec!r}: expected NAME={{...}} (a JSON object of router options)")
+        args.added[name] = ("dlpm", "d2lpm_global", parsed, f"the default router with {options.strip()}")
+        if name not in args.variants:
+            args.variants.append(name)
     parts = args.cell.split("-")
     if len(parts) != 3 or not parts[2].isdigit() or int(parts[2]) < 2:
         ap.error(f"--cell must be WORKLOAD-SCENARIO-D with D >= 2, got {args.cell!r}")
-    unknown = [v for v in args.variants if v not in VARIANTS]
+    unknown = [v for v in args.variants if v not in VARIANTS and v not in args.added]
     if unknown:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     if args.duration is None:

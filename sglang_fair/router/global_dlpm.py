@@ -51,7 +51,11 @@ from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
 from sglang_fair.router.indexed import IndexedRouter
 from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, PACKED_TOKEN_BYTES, Match, common_prefix_len, pack
 
-DEFAULT_LOCAL_QUEUE_TOKENS = 8192  # about one prefill batch of uncached tokens per worker
+# About one uncached prompt per worker (each dispatch may overshoot by one prompt): the
+# rest wait in the router and bind later, against fresher cache state. 8,192 (a prefill
+# batch) let new prompts queue ahead of held requests whose prefixes they then evicted
+# (docs/sim-trends/README.md, "The local queue").
+DEFAULT_LOCAL_QUEUE_TOKENS = 2048
 DEFAULT_LOCAL_QUEUE_REQUESTS = 16
 DEFAULT_CANDIDATES_PER_CLIENT = 16  # a client's oldest waiting requests considered per dispatch
 DEFAULT_AFFINITY_RATIO = 1.5  # Preble's rebalance ratio

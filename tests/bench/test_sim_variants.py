@@ -45,8 +45,20 @@ def test_hold_reasons_add_up_to_the_time_held():
         assert sum(r["held"].values()) == pytest.approx(r["t_placed"] - r["t_arrival"], abs=1e-9)
 
 
-def test_cell_and_variants_are_checked(capsys):
-    for argv in (["--cell", "judge-s2"], ["--cell", "judge-s2-1"], ["--cell", "judge-s2-2", "--variants", "nope"]):
+def test_cell_variants_and_added_options_are_checked(capsys):
+    for argv in (["--cell", "judge-s2"], ["--cell", "judge-s2-1"], ["--cell", "judge-s2-2", "--variants", "nope"],
+                 ["--cell", "judge-s2-2", "--add", "b={local_queue_tokens: 1}"],
+                 ["--cell", "judge-s2-2", "--add", "b=[1]"]):
         with pytest.raises(SystemExit):
             sv.main(argv)
-    assert "unknown variant(s) nope" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown variant(s) nope" in err and "must be a JSON object" in err and "expected NAME={...}" in err
+
+
+def test_an_added_variant_runs_the_default_router_with_its_options(capsys):
+    sv.main(["--cell", "judge-s2-2", "--seeds", "0", "--variants", "d2lpm", "--duration", "3", "--kv-pool", "20000",
+             "--add", 'q8k={"local_queue_tokens": 8192}'])
+    out = capsys.readouterr().out
+    assert 'q8k = the default router with {"local_queue_tokens": 8192}' in out
+    assert any(line.split()[:2] == ["0", "q8k"] for line in out.splitlines())
+    assert "q8k" not in sv.VARIANTS  # added for that run only
