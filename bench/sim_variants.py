@@ -228,8 +228,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     if args.duration is None:
         args.duration = _sim_trends().DURATION_S
+    previous = logging.root.manager.disable
     logging.disable(logging.WARNING)  # the simulator's per-run notices would bury the table
-    run(args, lambda line: print(line, flush=True))
+    try:
+        run(args, lambda line: print(line, flush=True))
+    finally:
+        logging.disable(previous)  # main() may run inside a larger process (tests)
     return 0
 
 

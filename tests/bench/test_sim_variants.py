@@ -1,6 +1,7 @@
 """bench/sim_variants.py: a short cell under two variants, with the hold probe."""
 
 import importlib.util
+import logging
 import re
 from pathlib import Path
 
@@ -56,9 +57,11 @@ def test_cell_variants_and_added_options_are_checked(capsys):
 
 
 def test_an_added_variant_runs_the_default_router_with_its_options(capsys):
+    logging_before = logging.root.manager.disable
     sv.main(["--cell", "judge-s2-2", "--seeds", "0", "--variants", "d2lpm", "--duration", "3", "--kv-pool", "20000",
              "--add", 'q8k={"local_queue_tokens": 8192}'])
     out = capsys.readouterr().out
     assert 'q8k = the default router with {"local_queue_tokens": 8192}' in out
     assert any(line.split()[:2] == ["0", "q8k"] for line in out.splitlines())
     assert "q8k" not in sv.VARIANTS  # added for that run only
+    assert logging.root.manager.disable == logging_before  # its silencing ends with the run
