@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import importlib.util
 import json
 import logging
@@ -54,6 +55,7 @@ VARIANTS: dict[str, tuple[str, str, dict, str]] = {
 LOST_MIN_TOKENS = 256
 
 
+@functools.cache  # main() and run() both need it; executing the module twice would redo its set-up
 def _sim_trends():
     path = Path(__file__).resolve().parent / "sim_trends.py"
     spec = importlib.util.spec_from_file_location("sim_trends", path)
@@ -77,7 +79,7 @@ class HoldProbe:
         saved = {(cls, name): getattr(cls, name) for cls, name in
                  ((GlobalDLPMRouter, "route"), (GlobalDLPMRouter, "_dispatch"), (GlobalDLPMRouter, "_pump"),
                   (SimRequest, "admitted_at"))}
-        probe = self
+        probe = self  # the wrappers below are methods of the classes, whose ``self`` is the router
         route, dispatch, pump, admitted_at = saved.values()
 
         def probed_route(router, rid, client, tokens, max_new):
