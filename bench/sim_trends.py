@@ -183,8 +183,10 @@ def waiting_share(records, interval: tuple[float, float] | None, clients: list[s
 
 
 def run_one(wl: Workload, policy: str, router: str, workers: int, seed: int, fair: dict | None = None,
-            router_options: dict | None = None, run_dir: Path | None = None, **sim: object) -> dict:
-    """Simulate one system on ``wl``; with ``run_dir``, write the run there and audit it."""
+            router_options: dict | None = None, run_dir: Path | None = None, keep_records: bool = False,
+            **sim: object) -> dict:
+    """Simulate one system on ``wl``; with ``run_dir``, write the run there and audit it; with
+    ``keep_records``, the row also holds the run's request records (``records``)."""
     backend = SimBackend(policy=policy, seed=seed, num_workers=workers, router=router if workers > 1 else "round_robin",
                          fair=fair, router_options=(router_options or {}) if workers > 1 else {}, **(SIM | sim))
     result = backend.run(wl, progress=False)
@@ -218,6 +220,8 @@ def run_one(wl: Workload, policy: str, router: str, workers: int, seed: int, fai
     if run_dir is not None:
         row["run_dir"] = str(run_dir)
         row |= audit_fields(run_dir)
+    if keep_records:
+        row["records"] = result.records
     return row
 
 

@@ -19,9 +19,18 @@ the run, not changed) and reports, in shares of all prompt tokens:
   ``deficit`` (rooms free, the client's counter not positive), ``passed
   over`` (rooms free, counter positive: the locality or shared-prefill wait).
 
+``--per-client`` prints, under each run, every client's service rate inside
+the all-active interval (the one Jain's index is taken over), the share of
+that interval it had a request waiting for admission, its mean request
+latency and when its last request finished, and Jain's index over the
+arrival window instead: Jain over the all-active interval ends where the
+first client finishes, which one late request can move.
+
     PYTHONPATH=. python bench/sim_variants.py --cell judge-s2-4 --seeds 0,3 --why-held
     PYTHONPATH=. python bench/sim_variants.py --cell qa-s1-8 --kv-pool 60000 --variants preble,d2lpm,no-fairness
     PYTHONPATH=. python bench/sim_variants.py --cell judge-s2-4 --variants preble,d2lpm \
+        --add 'queue-8192={"local_queue_tokens": 8192}'
+    PYTHONPATH=. python bench/sim_variants.py --cell qa-s2-4 --variants d2lpm --per-client \
         --add 'queue-8192={"local_queue_tokens": 8192}'
 """
 
@@ -39,8 +48,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from sglang_fair.metrics.backlog import backlog_spans
+from sglang_fair.metrics.fairness import all_active_interval, jain_index, service_rates_in
+from sglang_fair.metrics.service import ServiceWeights, by_client
 from sglang_fair.router.global_dlpm import GlobalDLPMRouter
 from sglang_fair.router.radix_index import pack
+from sglang_fair.runs.records import RequestRecord
 
 _UNBOUNDED = {"local_queue_tokens": 1 << 40, "local_queue_requests": 1 << 30}
 _NO_FAIRNESS = {"quantum": 1e12}  # a refill so large no client's counter ever runs out
@@ -170,6 +183,29 @@ def _mean(xs: list[float]) -> float:
     return statistics.mean(xs) if xs else 0.0
 
 
+def client_lines(records: list[RequestRecord], arrivals_s: float) -> list[str]:
+    """Per client: service rate and waiting share in the all-active interval, mean latency,
+    last finish; then Jain's index over the all-active interval and over ``[0, arrivals_s]``."""
+    weights = ServiceWeights()
+    interval = all_active_interval(records)
+    if interval is None:
+        return ["      no interval in which every client is active"]
+    start, end = interval
+    rates = service_rates_in(records, interval, weights)
+    lines = [f"      {'client':<12}{'rate/s':>9}{'waiting':>9}{'mean lat':>10}{'last done':>11}"]
+    for client, rs in sorted(by_client(records).items()):
+        waiting = sum(max(0.0, min(e, end) - max(s, start)) for s, e in backlog_spans(rs)) / (end - start)
+        done = [r for r in rs if r.t_done is not None]
+        latency = _mean([r.t_done - r.t_sent for r in done])
+        last = max((r.t_done for r in done), default=float("nan"))
+        lines.append(f"      {client:<12}{rates[client]:>9.0f}{waiting:>9.2f}{latency:>9.1f}s{last:>10.1f}s")
+    arrival_rates = service_rates_in(records, (0.0, arrivals_s), weights)
+    lines.append(f"      Jain {jain_index(list(rates.values())):.3f} over the all-active interval "
+                 f"[{start:.1f}, {end:.1f}] s, {jain_index(list(arrival_rates.values())):.3f} over the "
+                 f"arrivals [0, {arrivals_s:g}] s")
+    return lines
+
+
 def run(args: argparse.Namespace, emit=print) -> None:
     """Every seed x variant of ``args.cell``; each line goes to ``emit`` as soon as it is known."""
     st = _sim_trends()
@@ -187,13 +223,16 @@ def run(args: argparse.Namespace, emit=print) -> None:
             policy, router, options, _ = table[name]
             probe = HoldProbe() if args.why_held and router == "d2lpm_global" else None
             with probe.attached() if probe else contextlib.nullcontext():
-                row = st.run_one(wl, policy, router, int(workers), seed, router_options=options, **sim)
+                row = st.run_one(wl, policy, router, int(workers), seed, router_options=options,
+                                 keep_records=args.per_client, **sim)
             if name == "preble":
                 preble = row["throughput"]
             ratio = f"{row['throughput'] / preble:.3f}" if preble else "-"
             emit(f"{seed:>4}  {name:<22}{row['throughput']:>10.0f}{ratio:>10}{row['hit_rate']:>7.3f}"
                  f"{row['jain']:>7.3f}{row['wb_p99']:>7.1f}s")
             for line in probe.report() if probe else ():
+                emit(line)
+            for line in client_lines(row["records"], args.duration) if args.per_client else ():
                 emit(line)
 
 
@@ -209,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kv-pool", type=int, default=0, help="KV pool per worker (default: the grid's)")
     ap.add_argument("--duration", type=float, default=None, help="seconds of arrivals (default: the grid's)")
     ap.add_argument("--why-held", action="store_true", help="instrument d2lpm_global: prefix lost while held")
+    ap.add_argument("--per-client", action="store_true",
+                    help="each client's rate, waiting share, latency and last finish; Jain over the arrivals")
     args = ap.parse_args(argv)
     args.added = {}
     for spec in args.add:

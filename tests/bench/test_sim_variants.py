@@ -20,7 +20,7 @@ def test_probe_reports_each_variant_and_leaves_the_router_as_it_was():
     before = (GlobalDLPMRouter.route, GlobalDLPMRouter._dispatch, GlobalDLPMRouter._pump, SimRequest.admitted_at)
     lines: list[str] = []
     args = sv.argparse.Namespace(cell="judge-s2-2", seeds=[0], variants=["preble", "d2lpm"], kv_pool=20_000,
-                                 duration=3.0, why_held=True)
+                                 duration=3.0, why_held=True, per_client=False)
     sv.run(args, lines.append)
     assert (GlobalDLPMRouter.route, GlobalDLPMRouter._dispatch, GlobalDLPMRouter._pump,
             SimRequest.admitted_at) == before
@@ -36,7 +36,7 @@ def test_probe_reports_each_variant_and_leaves_the_router_as_it_was():
 def test_hold_reasons_add_up_to_the_time_held():
     probe = sv.HoldProbe()
     args = sv.argparse.Namespace(cell="judge-s2-2", seeds=[1], variants=["d2lpm"], kv_pool=20_000,
-                                 duration=3.0, why_held=False)
+                                 duration=3.0, why_held=False, per_client=False)
     with probe.attached():
         sv.run(args, lambda line: None)
     placed = [r for r in probe.requests.values() if "t_placed" in r]
@@ -65,3 +65,25 @@ def test_an_added_variant_runs_the_default_router_with_its_options(capsys):
     assert any(line.split()[:2] == ["0", "q8k"] for line in out.splitlines())
     assert "q8k" not in sv.VARIANTS  # added for that run only
     assert logging.root.manager.disable == logging_before  # its silencing ends with the run
+
+
+def _record(client: str, t_sent: float, t_admitted: float, t_done: float, prompt: int) -> "RequestRecord":
+    from sglang_fair.runs.records import RequestRecord
+    return RequestRecord(rid=f"{client}-{t_sent}", client=client, program_id=client, call_index=0, well_behaved=True,
+                         t_sent=t_sent, t_first_token=t_admitted, t_done=t_done, prompt_tokens=prompt,
+                         cached_tokens=0, output_tokens=0, t_admitted=t_admitted)
+
+
+def test_client_lines_give_rates_waiting_latency_and_both_jains():
+    # a: 100 tokens at t=1 and again at t=3; b: 200 at t=2, then nothing until its last at t=9.
+    records = [_record("a", 0.0, 1.0, 1.0, 100), _record("a", 0.0, 3.0, 3.0, 100),
+               _record("b", 0.0, 2.0, 2.0, 200), _record("b", 0.0, 9.0, 9.0, 400)]
+    lines = sv.client_lines(records, arrivals_s=4.0)
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:3]}
+    # The all-active interval is [0, 3] (a's last request ends it): a got 200 tokens in it, b 200.
+    assert rows["a"][:2] == ["67", "1.00"] and rows["b"][:2] == ["67", "1.00"]
+    assert rows["a"][2:] == ["2.0s", "3.0s"] and rows["b"][2:] == ["5.5s", "9.0s"]
+    assert "Jain 1.000 over the all-active interval [0.0, 3.0] s" in lines[3]
+    assert "1.000 over the arrivals [0, 4] s" in lines[3]  # 200 tokens each by t=4 as well
+    late = sv.client_lines(records, arrivals_s=10.0)[3]
+    assert late.endswith("0.800 over the arrivals [0, 10] s")  # with b's last 400 tokens: 200 vs 600
