@@ -32,6 +32,7 @@ first client finishes, which one late request can move.
         --add 'queue-8192={"local_queue_tokens": 8192}'
     PYTHONPATH=. python bench/sim_variants.py --cell qa-s2-4 --variants d2lpm --per-client \
         --add 'queue-8192={"local_queue_tokens": 8192}'
+    PYTHONPATH=. python bench/sim_variants.py --cell tot-s2-4 --variants vtc,preble,d2lpm --profile h100-sdpa-llama-3.1-8b
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ from sglang_fair.metrics.service import ServiceWeights, by_client
 from sglang_fair.router.global_dlpm import GlobalDLPMRouter
 from sglang_fair.router.radix_index import pack
 from sglang_fair.runs.records import RequestRecord
+from sglang_fair.sim.costmodel import ProfileError, load_profile
 
 _UNBOUNDED = {"local_queue_tokens": 1 << 40, "local_queue_requests": 1 << 30}
 _NO_FAIRNESS = {"quantum": 1e12}  # a refill so large no client's counter ever runs out
 VARIANTS: dict[str, tuple[str, str, dict, str]] = {
+    "vtc": ("vtc", "per_client_round_robin", {}, "VTC workers, clients spread round-robin (the paper's baseline)"),
     "preble": ("lpm", "preble", {}, "LPM workers behind the Preble-style router"),
     "d2lpm": ("dlpm", "d2lpm_global", {}, "the default router (cluster-wide DLPM, late binding)"),
     "d2lpm-paper": ("dlpm", "d2lpm", {}, "Algorithm 2 of the DLPM paper"),
@@ -212,8 +215,12 @@ def run(args: argparse.Namespace, emit=print) -> None:
     table = VARIANTS | getattr(args, "added", {})  # --add: more variants, for this run only
     workload, scenario, workers = args.cell.split("-")
     sim = {"kv_pool_tokens": args.kv_pool} if args.kv_pool else {}
+    profile = getattr(args, "profile", None)
+    if profile:
+        sim["profile"] = profile
     emit(f"cell {args.cell}, {args.duration:g} s of arrivals, KV pool "
-         f"{args.kv_pool or st.SIM['kv_pool_tokens']} tokens per worker")
+         f"{args.kv_pool or st.SIM['kv_pool_tokens']} tokens per worker"
+         + (f", simulator profile {profile}" if profile else ""))
     emit("variants: " + "; ".join(f"{v} = {table[v][3]}" for v in args.variants))
     emit(f"{'seed':>4}  {'variant':<22}{'service/s':>10}{'vs preble':>10}{'hit':>7}{'jain':>7}{'WB p99':>8}")
     for seed in args.seeds:
@@ -247,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
                          "e.g. 'queue-8192={\"local_queue_tokens\": 8192}'; list it in --variants or it is appended")
     ap.add_argument("--kv-pool", type=int, default=0, help="KV pool per worker (default: the grid's)")
     ap.add_argument("--duration", type=float, default=None, help="seconds of arrivals (default: the grid's)")
+    ap.add_argument("--profile", help="simulator profile (default: the grid's, h100-llama-3.1-8b); the KV pool "
+                                      "stays the grid's unless --kv-pool is given")
     ap.add_argument("--why-held", action="store_true", help="instrument d2lpm_global: prefix lost while held")
     ap.add_argument("--per-client", action="store_true",
                     help="each client's rate, waiting share, latency and last finish; Jain over the arrivals")
@@ -271,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     if args.duration is None:
         args.duration = _sim_trends().DURATION_S
+    if args.profile:
+        try:
+            load_profile(args.profile)
+        except ProfileError as e:
+            ap.error(str(e))
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)  # the simulator's per-run notices would bury the table
     try:

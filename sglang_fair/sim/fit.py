@@ -4,7 +4,10 @@ Input: JSON ``{"meta": {"gpu": ...}, "rows": [...]}`` where each row is
 ``{"model", "kind": "prefill", "cached", "new", "ms"}`` (one request's
 extend of ``new`` tokens on top of ``cached``) or
 ``{"model", "kind": "decode", "batch", "context", "ms"}`` (one decode step of
-``batch`` requests of ``context`` tokens each). One profile is written per
+``batch`` requests of ``context`` tokens each). Optional
+``{"model", "kind": "prefill_batch", "requests": [[new, cached], ...], "ms"}``
+rows (several requests extended in one forward pass) are not fitted: their
+error checks how the cost model adds requests up. One profile is written per
 model, named ``<gpu-tag>-<model>``.
 
 Least squares on relative error (each row weighted by 1/ms); the prefill knee
@@ -71,13 +74,17 @@ def fit_errors(profile: Profile, rows: list[dict]) -> dict:
     """Median / max relative error of the profile on each row kind."""
     model = CostModel(profile)
     out = {}
-    for kind in ("prefill", "decode"):
+    for kind in ("prefill", "decode", "prefill_batch"):
         errs = []
         for r in rows:
             if r["kind"] != kind:
                 continue
-            pred = (model.prefill_ms([(r["new"], r["cached"])]) if kind == "prefill"
-                    else model.decode_ms(r["batch"], r["batch"] * r["context"]))
+            if kind == "prefill":
+                pred = model.prefill_ms([(r["new"], r["cached"])])
+            elif kind == "decode":
+                pred = model.decode_ms(r["batch"], r["batch"] * r["context"])
+            else:
+                pred = model.prefill_ms([(new, cached) for new, cached in r["requests"]])
             errs.append(abs(pred - r["ms"]) / r["ms"])
         if errs:
             out[kind] = {"median": float(np.median(errs)), "max": float(max(errs)), "rows": len(errs)}
@@ -85,26 +92,36 @@ def fit_errors(profile: Profile, rows: list[dict]) -> dict:
 
 
 def _check_rows(rows: object, source: str) -> list[dict]:
-    need = {"prefill": ("model", "cached", "new", "ms"), "decode": ("model", "batch", "context", "ms")}
+    need = {"prefill": ("model", "cached", "new", "ms"), "decode": ("model", "batch", "context", "ms"),
+            "prefill_batch": ("model", "requests", "ms")}
     if not isinstance(rows, list) or not rows:
         raise CalibrationError(f"{source}: 'rows' must be a non-empty list")
     for i, r in enumerate(rows):
         kind = r.get("kind") if isinstance(r, dict) else None
         if kind not in need:
-            raise CalibrationError(f"{source}: row {i}: 'kind' must be 'prefill' or 'decode', got {kind!r}")
+            raise CalibrationError(f"{source}: row {i}: 'kind' must be 'prefill', 'decode' or 'prefill_batch', "
+                                   f"got {kind!r}")
         missing = [k for k in need[kind] if k not in r]
         if missing:
             raise CalibrationError(f"{source}: row {i}: missing {', '.join(missing)}")
+        if kind == "prefill_batch" and not (
+                isinstance(r["requests"], list) and r["requests"]
+                and all(isinstance(q, list) and len(q) == 2 and all(isinstance(x, int) and x >= 0 for x in q)
+                        for q in r["requests"])):
+            raise CalibrationError(f"{source}: row {i}: 'requests' must be a non-empty list of [new, cached] "
+                                   f"token counts")
         if not r["ms"] > 0:
             raise CalibrationError(f"{source}: row {i}: 'ms' must be positive, got {r['ms']!r}")
     return rows
 
 
-def fit_calibration(raw: dict, source: str, kv_pool_tokens: dict[str, int] | None = None) -> list[Profile]:
-    """One profile per model in the calibration file."""
+def fit_calibration(raw: dict, source: str, kv_pool_tokens: dict[str, int] | None = None,
+                    tag: str | None = None) -> list[Profile]:
+    """One profile per model in the calibration file, named ``<tag>-<model>`` (``tag``: from the
+    GPU's name unless given)."""
     rows = _check_rows(raw.get("rows"), source)
     gpu = str(raw.get("meta", {}).get("gpu", "unknown-gpu"))
-    tag = _gpu_tag(gpu)
+    tag = tag or _gpu_tag(gpu)
     profiles = []
     for model in sorted({r["model"] for r in rows}):
         mine = [r for r in rows if r["model"] == model]
@@ -134,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kv-pool", action="append", default=[], metavar="MODEL=TOKENS",
                     help="KV pool size in tokens of each model on that GPU (required per model)")
     ap.add_argument("--out", default=str(PROFILE_DIR), help="directory for the profile JSON files")
+    ap.add_argument("--tag", help="profile names are TAG-<model> (default: from the GPU's name, e.g. h100)")
     args = ap.parse_args(argv)
     try:
         pools = {}
@@ -147,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             raw = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise CalibrationError(f"cannot read calibration file {path}: {e}") from None
-        profiles = fit_calibration(raw, path.name, pools)
+        if args.tag is not None and not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", args.tag):
+            raise CalibrationError(f"--tag: expected lower-case letters, digits, '.' and '-', got {args.tag!r}")
+        profiles = fit_calibration(raw, path.name, pools, args.tag)
     except CalibrationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

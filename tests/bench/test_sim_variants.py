@@ -87,3 +87,20 @@ def test_client_lines_give_rates_waiting_latency_and_both_jains():
     assert "1.000 over the arrivals [0, 4] s" in lines[3]  # 200 tokens each by t=4 as well
     late = sv.client_lines(records, arrivals_s=10.0)[3]
     assert late.endswith("0.800 over the arrivals [0, 10] s")  # with b's last 400 tokens: 200 vs 600
+
+
+def test_a_profile_is_checked_and_runs_the_cell_on_it(capsys):
+    with pytest.raises(SystemExit):
+        sv.main(["--cell", "judge-s2-2", "--profile", "a100-nope"])
+    assert "unknown simulator profile 'a100-nope'" in capsys.readouterr().err
+    outs = {}
+    for profile in ("h100-llama-3.1-8b", "h200-llama-3.1-8b"):
+        sv.main(["--cell", "judge-s2-2", "--seeds", "0", "--variants", "vtc,d2lpm", "--duration", "3",
+                 "--kv-pool", "20000", "--profile", profile])
+        out = capsys.readouterr().out
+        assert f"simulator profile {profile}" in out
+        outs[profile] = {line.split()[1]: float(line.split()[2]) for line in out.splitlines()
+                         if line.split()[:1] == ["0"]}
+    assert set(outs["h100-llama-3.1-8b"]) == {"vtc", "d2lpm"}
+    # The H200 decodes faster (more memory bandwidth): the same arrivals are served sooner.
+    assert all(outs["h200-llama-3.1-8b"][v] > outs["h100-llama-3.1-8b"][v] for v in ("vtc", "d2lpm"))

@@ -95,3 +95,46 @@ def test_decode_segment_equals_the_sum_of_its_steps():
     wide = CostModel(load_profile("h100-llama-3.1-8b"))
     wide.decode_steps_ms(300, 300 * 100, 5)  # batch beyond the fitted 256
     assert wide.extrapolated["decode"] == 5
+
+
+def test_batched_prefill_rows_are_checked_not_fitted():
+    raw = _rows()
+    rows = [r for r in raw["rows"] if r["model"] == "llama-3.2-3b"]
+    plain = fit_calibration({"meta": raw["meta"], "rows": rows}, "cal.json", {"llama-3.2-3b": 1000})[0]
+    cost = CostModel(plain)
+    batch = [[64, 2048], [256, 0]]
+    exact = cost.prefill_ms([tuple(q) for q in batch])
+    extra = [{"model": "llama-3.2-3b", "kind": "prefill_batch", "requests": batch, "ms": exact * 1.25}]
+    with_batch = fit_calibration({"meta": raw["meta"], "rows": rows + extra}, "cal.json", {"llama-3.2-3b": 1000})[0]
+    assert with_batch.prefill == plain.prefill  # not fitted on
+    assert with_batch.fit_error["prefill_batch"] == pytest.approx({"median": 0.2, "max": 0.2, "rows": 1})
+    for requests in ([], [[64]], [[64, -1]], "x"):
+        bad = [{"model": "llama-3.2-3b", "kind": "prefill_batch", "requests": requests, "ms": 1.0}]
+        with pytest.raises(CalibrationError, match="'requests' must be a non-empty list of \\[new, cached\\]"):
+            fit_calibration({"rows": rows + bad}, "cal.json", {"llama-3.2-3b": 1000})
+
+
+@pytest.mark.parametrize("calibration, tag, pools, names", [
+    ("h200-pytorch-llama.json", None, {"llama-3.1-8b": 916069, "llama-3.2-3b": 1130947},
+     ["h200-llama-3.1-8b", "h200-llama-3.2-3b"]),
+    ("h100-sdpa-llama.json", "h100-sdpa", {"llama-3.1-8b": 419019}, ["h100-sdpa-llama-3.1-8b"]),
+])
+def test_gpu_step_times_profiles_refit_from_their_files(tmp_path, calibration, tag, pools, names):
+    argv = [str(CALIBRATION.parent / calibration), "--out", str(tmp_path)]
+    argv += [f"--kv-pool={m}={n}" for m, n in pools.items()] + (["--tag", tag] if tag else [])
+    assert main(argv) == 0
+    for name in names:
+        fresh = json.loads((tmp_path / f"{name}.json").read_text())
+        shipped = load_profile(name)
+        assert fresh["prefill"] == pytest.approx(shipped.to_json()["prefill"])
+        assert fresh["decode"] == pytest.approx(shipped.to_json()["decode"])
+        assert shipped.kv_pool_tokens == pools[shipped.model] and shipped.source == calibration
+        assert shipped.fit_error["prefill"]["median"] <= 0.10 and shipped.fit_error["decode"]["median"] <= 0.10
+
+
+def test_a_tag_names_the_profiles_and_a_bad_one_is_refused(tmp_path, capsys):
+    src = str(CALIBRATION.parent / "h100-sdpa-llama.json")
+    assert main([src, "--kv-pool", "llama-3.1-8b=1000", "--tag", "My GPU", "--out", str(tmp_path)]) == 2
+    assert "--tag: expected lower-case letters" in capsys.readouterr().err
+    assert main([src, "--kv-pool", "llama-3.1-8b=1000", "--tag", "x1", "--out", str(tmp_path)]) == 0
+    assert load_profile(str(tmp_path / "x1-llama-3.1-8b.json")).name == "x1-llama-3.1-8b"
