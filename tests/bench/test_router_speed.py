@@ -2,6 +2,7 @@
 
 import argparse
 import importlib.util
+import itertools
 from pathlib import Path
 
 _PATH = Path(__file__).resolve().parents[2] / "bench" / "router_speed.py"
@@ -11,7 +12,7 @@ _spec.loader.exec_module(rs)
 
 
 def _args(**over) -> argparse.Namespace:
-    base = dict(workers=4, requests=60, prefill_tokens=20_000, capacity=40_000, queue_depth=32, seed=0, backlog=24)
+    base = dict(workers=4, requests=60, prefill_tokens=20_000, capacity=40_000, queue_depth=32, seed=0, backlog=24, block=20)
     base.update(over)
     return argparse.Namespace(**base)
 
@@ -21,6 +22,24 @@ def test_backlog_run_keeps_requests_held_and_places_them_on_completions():
     assert out["held_min"] >= 1  # the timed phase really ran with a backlog
     assert 0 < out["p50_us"] <= out["p99_us"]
     assert 0 < out["finish_p50_us"] <= out["finish_p99_us"]
+
+
+def test_a_router_is_timed_in_blocks_alternating_with_its_pair(monkeypatch):
+    args = _args(requests=50)
+    rr = rs.Load("round_robin", args)
+    calls = []
+    step = rs.Load.step
+
+    def spy(self):
+        calls.append(self.router.name)
+        return step(self)
+
+    monkeypatch.setattr(rs.Load, "step", spy)
+    summary, theirs = rs.measure("d2lpm", args, paired=rr)
+    assert len(theirs) == 50 and summary["p50_us"] > 0
+    timed = calls[-100:]  # the calls before are d2lpm's index prefill
+    blocks = [(name, len(list(run))) for name, run in itertools.groupby(timed)]
+    assert blocks == [("d2lpm", 20), ("round_robin", 20)] * 2 + [("d2lpm", 10), ("round_robin", 10)]
 
 
 def test_main_prints_every_router_and_the_backlog_line(capsys):
