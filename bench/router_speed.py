@@ -375,12 +375,14 @@ def main(argv: list[str] | None = None) -> int:
             paired_rr[row] = _summary(rr, theirs)
             rr_samples += theirs
     if rr is not None:
-        rr_row = _summary(rr, rr_samples) if rr_samples else measure("round_robin", args)[0]
-        results = {"round_robin": rr_row, **results}
-        paired_rr["round_robin"] = rr_row
-    if rr is not None and rows:
-        print(f"each router timed in blocks of {args.block} requests alternating with round-robin's; "
-              f"'vs rr' divides by the round-robin blocks run between its own")
+        if rows:
+            print(f"each router timed in blocks of {args.block} requests alternating with round-robin's; "
+                  f"'vs rr' divides by the round-robin blocks run between its own")
+        else:  # round-robin alone
+            gc.collect()
+            rr_samples = [rr.step() for _ in range(args.requests)]
+        results = {"round_robin": _summary(rr, rr_samples), **results}
+        paired_rr["round_robin"] = results["round_robin"]
     base = results.get("round_robin")
     print(f"{'router':<16}{'p50 us':>9}{'p99 us':>9}{'cpu p50':>9}{'cpu p99':>9}{'max us':>10}{'req/s':>9}"
           f"{'finish us':>11}{'index tok':>11}{'vs rr p50':>11}{'cpu vs rr':>11}")
