@@ -131,6 +131,21 @@ def check_port_free(host: str, port: int) -> None:
         sys.exit(f"sglang_fair.launch_server: port {port} on {host} is already in use; choose another with --port")
 
 
+def bind_rank_cores(ranks: int) -> None:
+    """Give each rank of a multi-rank CPU server its own cores (``binding/cpu_threads.py``) unless
+    the user set ``SGLANG_CPU_OMP_THREADS_BIND``; every process SGLang starts inherits it."""
+    from sglang_fair.binding.cpu_threads import BIND_ENV, TooFewCores, default_bind
+
+    try:
+        bind = default_bind(ranks)
+    except TooFewCores as exc:
+        sys.exit(f"sglang_fair.launch_server: {exc}")
+    if bind is not None:
+        os.environ[BIND_ENV] = bind
+        print(f"sglang_fair.launch_server: {BIND_ENV}={bind} (one group of cores per rank, "
+              f"from this process's CPU affinity; set it to choose)", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if "-h" in argv or "--help" in argv:
@@ -148,6 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     load_plugins()
     server_args = prepare_server_args(sglang_argv)
     check_port_free(server_args.host, server_args.port)
+    if server_args.device == "cpu":
+        bind_rank_cores(server_args.dp_size * server_args.tp_size * server_args.pp_size)
     try:
         run_server(server_args)
     finally:

@@ -46,14 +46,14 @@ class Hook:
     target: str  # the SGLang function or class, as HookRegistry resolves it
     function: Callable
     kind: HookType
-    side: str  # "scheduler" (fair policies), "router" (--dp) or "ray" (--use-ray)
+    side: str  # "scheduler" (fair policies), "router" (--dp), "ray" (--use-ray) or "cpu" (ranks on CPU cores)
     patched_in: str | None = None  # the SGLang function patches/ changes to carry it
 
 
 def hook_table() -> list[Hook]:
     """All hooks; the Ray backend's only where Ray is installed (SGLang's --use-ray needs it)."""
-    from sglang_fair.binding import (admin, admission_gate, cli, client_keys, dp_controller, identity, router_cli,
-                                     router_feedback, router_health, scheduler_hooks, validation)
+    from sglang_fair.binding import (admin, admission_gate, cli, client_keys, cpu_threads, dp_controller, identity,
+                                     router_cli, router_feedback, router_health, scheduler_hooks, validation)
     from sglang_fair.binding.schedule_policy import FairSchedulePolicy
     from sglang_fair.binding.version import release_before, sends_aborts_inline
 
@@ -126,6 +126,8 @@ def hook_table() -> list[Hook]:
         # Inert unless the router holds requests (SGLANG_FAIR_ROUTER_LATE_BINDING).
         Hook(f"{_SCHEDULER}.get_new_batch_prefill", router_feedback.report_admitted, after, "router"),
         Hook(f"{_SCHEDULER}.process_batch_result", router_feedback.report_progress, after, "router"),
+        # Any multi-rank CPU server, whatever its policy: SGLang binds rank threads only on AMX or arm64.
+        Hook("sglang.srt.distributed.bootstrap._init_cpu_threads_env", cpu_threads.pin_rank_threads, around, "cpu"),
     ]
     if importlib.util.find_spec("ray") is not None:
         from sglang_fair.binding import ray_backend

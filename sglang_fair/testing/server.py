@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.binding.cpu_threads import BIND_ENV, bind_groups
 from sglang_fair.launch_server import CPU_OPTIONS
 from sglang_fair.ports import free_port_run, port_free
 from sglang_fair.testing.tiny_model import ensure_tiny_model
@@ -90,27 +91,6 @@ def parallel_world_size(args: Sequence[str]) -> int:
     return sizes["dp"] * sizes["tp"]
 
 
-def cpu_bind_groups(ranks: int, cpus: Sequence[int]) -> str:
-    """SGLANG_CPU_OMP_THREADS_BIND value giving each rank its own slice of `cpus`.
-
-    SGLang needs one '|'-separated group per rank once ranks outnumber NUMA
-    nodes. With fewer cpus than ranks, ranks share cpus round-robin.
-    """
-    cpus = sorted(cpus)
-    if len(cpus) < ranks:
-        return "|".join(str(cpus[r % len(cpus)]) for r in range(ranks))
-    per_rank = len(cpus) // ranks
-    groups = [cpus[r * per_rank : (r + 1) * per_rank] for r in range(ranks)]
-    return "|".join(_cpu_list(group) for group in groups)
-
-
-def _cpu_list(cpus: list[int]) -> str:
-    # SGLang documents ranges ("0-31"); fall back to a list when not contiguous.
-    if len(cpus) > 1 and cpus[-1] - cpus[0] == len(cpus) - 1:
-        return f"{cpus[0]}-{cpus[-1]}"
-    return ",".join(map(str, cpus))
-
-
 @dataclass
 class LocalServer:
     """One real SGLang server subprocess on CPU; use as a context manager."""
@@ -125,6 +105,7 @@ class LocalServer:
     startup_timeout_s: float = 180.0
     shutdown_timeout_s: float = 30.0
     env: Mapping[str, str] = field(default_factory=dict)  # added to os.environ for the server
+    cpus: Sequence[int] | None = None  # the cores the whole server may use (None: this process's)
     # None: a temporary file, deleted by stop() unless the server failed to
     # start, died on its own or hung on shutdown.
     log_path: str | os.PathLike | None = None
@@ -167,8 +148,9 @@ class LocalServer:
         env["SGLANG_USE_CPU_ENGINE"] = "1"  # else the rotary embedding tries to import vllm
         env["PYTHONUNBUFFERED"] = "1"  # so the log tail is current when we report a failure
         ranks = parallel_world_size(self.extra_args)
-        if ranks > 1 and "SGLANG_CPU_OMP_THREADS_BIND" not in env and "SGLANG_CPU_OMP_THREADS_BIND" not in self.env:
-            env["SGLANG_CPU_OMP_THREADS_BIND"] = cpu_bind_groups(ranks, sorted(os.sched_getaffinity(0)))
+        # sglang_fair.launch_server binds each rank's cores itself; SGLang's own launcher needs it given.
+        if self.module != "sglang_fair.launch_server" and ranks > 1 and BIND_ENV not in env and BIND_ENV not in self.env:
+            env[BIND_ENV] = bind_groups(ranks, sorted(self.cpus or os.sched_getaffinity(0)))
         env.update(self.env)
         return env
 
@@ -217,6 +199,7 @@ class LocalServer:
             stderr=subprocess.STDOUT,
             env=self._server_env(),
             start_new_session=True,
+            preexec_fn=None if self.cpus is None else lambda: os.sched_setaffinity(0, self.cpus),
         )
         atexit.register(self._kill_group)
         try:

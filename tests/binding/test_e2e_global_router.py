@@ -139,3 +139,22 @@ def test_both_clients_are_served_and_the_run_is_within_theorem_g(server: LocalSe
                            capture_output=True, text=True, timeout=120)
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "d2lpm_global Theorem G" in audit.stdout and "within bound" in audit.stdout
+
+
+def test_each_rank_runs_on_cores_of_its_own_with_no_binding_given(server: LocalServer) -> None:
+    """The launcher bound the ranks (no SGLANG_CPU_OMP_THREADS_BIND in the environment: the
+    harness leaves it to the launcher), and every thread of each scheduler keeps to its cores."""
+    import psutil
+
+    assert "SGLANG_CPU_OMP_THREADS_BIND" not in os.environ
+    with open(server.log_path) as log:
+        assert "sglang_fair.launch_server: SGLANG_CPU_OMP_THREADS_BIND=" in log.read()
+    ranks = [p for p in psutil.Process(server.pid).children(recursive=True)
+             if "scheduler" in " ".join(p.cmdline())]
+    assert len(ranks) == 2, [p.cmdline() for p in ranks]
+    cores = []
+    for rank in ranks:
+        per_thread = {frozenset(os.sched_getaffinity(t.id)) for t in rank.threads()}
+        assert len(per_thread) == 1, per_thread  # every thread of the rank on the same cores
+        cores.append(per_thread.pop())
+    assert not cores[0] & cores[1], cores

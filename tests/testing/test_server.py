@@ -13,7 +13,6 @@ from sglang_fair.testing.server import (
     LocalServer,
     PortTakenError,
     ServerStartError,
-    cpu_bind_groups,
     parallel_world_size,
     pick_free_port,
     process_group_alive,
@@ -152,13 +151,6 @@ def test_server_that_cannot_start_reports_its_log(tiny_model_dir):
 
 
 # Unit tests of the launch helpers: no server.
-
-
-def test_cpu_bind_groups_split_cpus_between_ranks():
-    assert cpu_bind_groups(2, [0, 1]) == "0|1"
-    assert cpu_bind_groups(2, [3, 2, 1, 0]) == "0-1|2-3"
-    assert cpu_bind_groups(2, [0, 2, 4, 6]) == "0,2|4,6"
-    assert cpu_bind_groups(3, [0, 1]) == "0|1|0"  # more ranks than cpus: shared round-robin
 
 
 def test_parallel_world_size_reads_dp_and_tp_flags():
