@@ -19,8 +19,13 @@ _EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
 def port_free(host: str, port: int) -> bool:
-    """Whether ``port`` can be bound on ``host`` (a name, or an IPv4 or IPv6 address) right now."""
+    """Whether a server can bind ``port`` on ``host`` (a name, or an IPv4 or IPv6 address) right now.
+
+    Bound as uvicorn and ZMQ bind their listeners, with SO_REUSEADDR: connections
+    of a server just stopped that linger in TIME_WAIT do not keep its successor out.
+    """
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

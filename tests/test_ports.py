@@ -43,3 +43,23 @@ def test_an_ipv6_host_is_checked_as_ipv6() -> None:
         port = taken.getsockname()[1]
         assert not port_free("::1", port)
     assert port_free("::1", port)
+
+
+def test_a_stopped_servers_port_is_free_at_once_despite_time_wait() -> None:
+    """A server that closed its clients' connections first leaves them in TIME_WAIT on its port
+    for a minute; its successor binds it with SO_REUSEADDR, and so must the check."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = listener.accept()
+    served.close()  # the server closes first: TIME_WAIT on the server's port
+    client.recv(1)
+    client.close()
+    listener.close()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as plain:
+        with pytest.raises(OSError):  # what the check did before: refused for a minute
+            plain.bind(("127.0.0.1", port))
+    assert port_free("127.0.0.1", port)
