@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sglang_fair.bench.__main__ import main as bench_main
 from sglang_fair.bench.output import read_summary
+from sglang_fair.bench.report import GLOSSARY, client_table, overall_line
 
 SERVER_ARGS = "--max-running-requests 4 --max-total-tokens 4096 --fair-quantum 256"
 
@@ -31,27 +32,6 @@ def _run(policy: str, out: Path, server_args: str) -> dict:
     return read_summary(out)
 
 
-def _fmt(value: float | None, unit: str = "") -> str:
-    return "-" if value is None else f"{value:,.1f}{unit}"
-
-
-def client_table(summaries: dict[str, dict]) -> str:
-    policies = list(summaries)
-    clients = list(next(iter(summaries.values()))["clients"])
-    head = f"{'client':<10} {'behaves':<8}" + "".join(
-        f" | {p + ' service':>13} {p + ' done':>9} {p + ' wait':>9}" for p in policies)
-    rows = [head, "-" * len(head)]
-    for client in clients:
-        info = summaries[policies[0]]["clients"][client]
-        row = f"{client:<10} {'yes' if info['well_behaved'] else 'NO':<8}"
-        for p in policies:
-            c = summaries[p]["clients"][client]
-            done, wait = c["program_latency_s"]["p50"], c["request_latency_s"]["max"]
-            row += f" | {_fmt(c['service']):>13} {_fmt(done, 's'):>9} {_fmt(wait, 's'):>9}"
-        rows.append(row)
-    return "\n".join(rows)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sglang_fair.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -60,14 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     summaries = {policy: _run(policy, out / policy, args.server_args) for policy in ("lpm", "dlpm")}
-    print("\nPer-client outcome. service: input + 2 x output tokens; done: median time to finish one of the\n"
-          "client's call chains; wait: the longest any one request of the client took.\n")
+    print(f"\nPer-client outcome. {GLOSSARY}\n")
     print(client_table(summaries))
     print()
     for policy, summary in summaries.items():
-        o = summary["overall"]
-        print(f"{policy:>5}: Jain {_fmt(o['jain_index'])}, cache hit rate {_fmt((o.get('cache_hit_rate') or 0) * 100, '%')}, "
-              f"{o['requests_ok']}/{o['requests']} requests ok")
+        print(overall_line(f"{policy:>5}", summary))
     bench_main(["compare", str(out / "lpm"), str(out / "dlpm"), "--out", str(out / "compare.png")])
     print(f"\nPlots and records: {out}/lpm, {out}/dlpm, {out}/compare.png")
     return 0

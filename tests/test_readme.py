@@ -41,6 +41,7 @@ def test_the_quick_start_block_is_what_this_test_runs():
     commands = quick_start_commands()
     assert "launch_server --tiny-cpu" in commands[0]
     assert [c.split()[0] for c in commands[1:3]] == ["curl", "curl"] and "bench run" in commands[3]
+    assert "bench audit" in commands[4] and "--enable-metrics" in commands[0]  # the audit needs admission times
 
 
 def test_readme_quick_start_runs_as_written(tmp_path):
@@ -61,12 +62,16 @@ def test_readme_quick_start_runs_as_written(tmp_path):
                 pass
             assert time.monotonic() < deadline, "server did not start within 300 s"
             time.sleep(2)
-        generate, chat, bench = (subprocess.run(["bash", "-c", c], cwd=REPO, capture_output=True, text=True,
-                                                timeout=600) for c in client_cmds)
+        generate, chat, bench, audit = (subprocess.run(["bash", "-c", c], cwd=REPO, capture_output=True, text=True,
+                                                       timeout=600) for c in client_cmds)
         assert generate.returncode == 0 and isinstance(json.loads(generate.stdout)["text"], str), generate
         reply = json.loads(chat.stdout)
         assert chat.returncode == 0 and reply["choices"][0]["message"]["role"] == "assistant", chat.stdout
         assert bench.returncode == 0, bench.stdout + bench.stderr
+        printed = bench.stdout.splitlines()
+        assert any(line.startswith("client ") and "dlpm service" in line for line in printed), bench.stdout
+        assert printed[-1].startswith("fairness audit: largest service gap"), bench.stdout
+        assert audit.returncode == 0, audit.stdout + audit.stderr
         summary = json.loads((tmp_path / "quick" / "summary.json").read_text())
         assert set(summary["clients"]) >= {"bad"} and len(summary["clients"]) == 4
     finally:

@@ -19,6 +19,7 @@ from pathlib import Path
 from sglang_fair.bench.backends import API_CHOICES, BackendError, make_backend
 from sglang_fair.bench.compare import compare_runs
 from sglang_fair.bench.output import read_records, read_summary, write_run
+from sglang_fair.bench.report import GLOSSARY, client_table, overall_line, verdict
 from sglang_fair.metrics.service import INPUT_MODES, ServiceWeights
 from sglang_fair.workloads.loaders import LoaderError, load_trace
 from sglang_fair.workloads.model import Program, Workload
@@ -130,6 +131,10 @@ def cmd_run(args) -> int:
     o = summary["overall"]
     print(f"wrote {out}: {o['requests_ok']}/{o['requests']} requests ok, jain={_fmt(o['jain_index'])}, "
           f"service/s={_fmt(o['throughput']['service_per_s'])}", file=sys.stderr)
+    print(f"\nPer-client outcome. {GLOSSARY}\n")
+    print(client_table({args.policy: summary}))
+    print(f"\n{overall_line(args.policy, summary)}")
+    print(verdict(out))
     for e in result.errors:
         print(f"error: {e}", file=sys.stderr)
     # A policy's refusal (HTTP 429) is an answer, and the calls after a refused one are never
