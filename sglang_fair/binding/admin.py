@@ -7,7 +7,9 @@ per-client limits are merged: clients not named keep theirs; throttle limits
 only where the policy throttles, FairServe) and answers the new settings.
 Both need SGLang's admin key (``--admin-api-key``, sent as ``Authorization:
 Bearer KEY``); with no admin key configured they answer 403, as SGLang's
-other admin-only endpoints do.
+other admin-only endpoints do, saying how to configure one. A weight of
+``null`` removes the client's weight (back to 1); an id the identity rule
+would rewrite is refused with 400 naming it.
 
 The change travels SGLang's own admin path, ``SetInternalStateReq``, under
 the key ``fair_settings``: each scheduler validates it again and applies it
@@ -48,6 +50,16 @@ def install_admin_routes(*args, **kwargs) -> None:
     from sglang.srt.entrypoints import http_server
     from sglang.srt.managers.io_struct import SetInternalStateReq
     from sglang.srt.utils.auth import AuthLevel, auth_level
+
+    server_args = args[0] if args else kwargs.get("server_args")
+    if not getattr(server_args, "admin_api_key", None):
+        async def admin_api_off() -> ORJSONResponse:
+            return ORJSONResponse({"error": f"{ROUTE} is off: this server has no admin key; start it with "
+                                            "--admin-api-key KEY and send Authorization: Bearer KEY"},
+                                  status_code=HTTPStatus.FORBIDDEN)
+
+        http_server.app.add_api_route(ROUTE, admin_api_off, methods=["GET", "POST", "PUT"])
+        return None
 
     def manager():
         return http_server._global_state.tokenizer_manager

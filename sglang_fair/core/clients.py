@@ -18,6 +18,7 @@ import re
 DEFAULT_CLIENT = "default"
 MAX_CLIENT_ID_LEN = 64
 _VALID = re.compile(r"[A-Za-z0-9._@-]{1,%d}" % MAX_CLIENT_ID_LEN)
+_MAPPED = re.compile(r"~[0-9a-f]{16}")
 
 
 def normalize_client_id(raw: object) -> str:
@@ -31,3 +32,8 @@ def normalize_client_id(raw: object) -> str:
     if _VALID.fullmatch(text):
         return text
     return "~" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def is_client_id(value: object) -> bool:
+    """Whether ``value`` is an id as charged: kept as is by ``normalize_client_id``, or a mapped ``~`` id."""
+    return isinstance(value, str) and bool(_VALID.fullmatch(value) or _MAPPED.fullmatch(value))

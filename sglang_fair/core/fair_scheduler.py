@@ -237,7 +237,8 @@ class FairScheduler:
             self.policy.update_throttle(update.throttle)
         if update.quantum is not None:
             self.options.quantum = update.quantum
-        self.options.client_weights = {**self.options.client_weights, **update.client_weights}
+        merged = {**self.options.client_weights, **update.client_weights}
+        self.options.client_weights = {client: w for client, w in merged.items() if w is not None}
         self.policy.settings_changed()
         return self.settings()
 

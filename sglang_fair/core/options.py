@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from sglang_fair.core.clients import normalize_client_id
+from sglang_fair.core.clients import is_client_id, normalize_client_id
 from sglang_fair.core.errors import OptionError
 
 # Defaults: w_in/w_e = 1 and w_out/w_q = 2 as in both papers.
@@ -90,13 +90,16 @@ class SettingsUpdate:
     """A change of settings while the server runs (``FairScheduler.update_settings``).
 
     ``client_weights`` is merged into the current weights: clients not named
-    keep theirs; weight 1 is the default. ``throttle`` changes FairServe's
+    keep theirs; weight 1 is the default and ``None`` (JSON ``null``) removes a
+    client's weight, back to it. Ids must be ids as charged (``core.clients``):
+    one the identity rule would rewrite (empty, odd characters) is refused, not
+    hashed into a client nobody named. ``throttle`` changes FairServe's
     limits (``THROTTLE_SETTINGS``; ``user_limits`` merged like the weights,
     ``user_limit`` None = no limit).
     """
 
     quantum: float | None = None
-    client_weights: dict[str, float] = field(default_factory=dict)
+    client_weights: dict[str, float | None] = field(default_factory=dict)  # None: back to the default
     throttle: dict = field(default_factory=dict)
 
     @classmethod
@@ -114,10 +117,15 @@ class SettingsUpdate:
         weights = body.get("client_weights", {})
         if not isinstance(weights, dict):
             raise OptionError("client_weights must be an object of client id -> weight")
-        clean: dict[str, float] = {}
+        invalid = [raw for raw in weights if not is_client_id(raw.strip())]
+        if invalid:
+            raise OptionError(f"client_weights: invalid client id(s) {', '.join(map(repr, invalid))}: an id is 1-64 "
+                              "characters of A-Z a-z 0-9 . _ @ - (or a ~hash id as the metrics show it)")
+        clean: dict[str, float | None] = {}
         for raw, weight in weights.items():
-            _positive(f"client_weights[{raw!r}]", weight)
-            clean[normalize_client_id(raw)] = float(weight)
+            if weight is not None:
+                _positive(f"client_weights[{raw!r}]", weight)
+            clean[raw.strip()] = None if weight is None else float(weight)
         return cls(None if quantum is None else float(quantum), clean, _throttle(body.get("throttle", {})))
 
     def as_json(self) -> dict:

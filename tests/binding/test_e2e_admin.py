@@ -70,6 +70,8 @@ def test_settings_change_at_run_time_with_the_admin_key_only():
         assert status == 400 and "input_weight" in body["error"]
         status, body = _call(server, "/fair/settings", {"throttle": {"user_limit": 2}})
         assert status == 400 and "fairserve" in body["error"]  # dlpm does not throttle
+        status, body = _call(server, "/fair/settings", {"client_weights": {"": 2, "bad id": 3}})
+        assert status == 400 and "invalid client id(s) '', 'bad id'" in body["error"]
 
         status, body = _call(server, "/fair/settings", {"quantum": 100000, "client_weights": {"alice": 4}})
         assert status == 200
@@ -85,6 +87,12 @@ def test_settings_change_at_run_time_with_the_admin_key_only():
         assert _series(server, "client_weight", "alice") == 4.0
         with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
             assert re.search(r'^sglang_fair_quantum\{dp_rank="0"\} 100000(\.0)?$', resp.read().decode(), re.M)
+
+        # null removes alice's weight: back to the default share.
+        status, body = _call(server, "/fair/settings", {"client_weights": {"alice": None}})
+        assert status == 200 and body["ranks"][0]["client_weights"] == {}
+        counter3, service3 = _after_request(server, "alice", service2)
+        assert counter2 - counter3 == pytest.approx(service3 - service2)
 
 
 def test_fairserve_throttle_limits_change_at_run_time():
@@ -105,8 +113,9 @@ def test_fairserve_throttle_limits_change_at_run_time():
 def test_without_an_admin_key_the_settings_are_closed():
     with LocalServer(module="sglang_fair.launch_server", extra_args=["--policy", "dlpm"],
                      skip_tokenizer_init=True) as server:
-        assert _call(server, "/fair/settings", key=None)[0] == 403
-        assert _call(server, "/fair/settings", {"quantum": 5}, key=None)[0] == 403
+        for body in (None, {"quantum": 5}):
+            status, reply = _call(server, "/fair/settings", body, key=None)
+            assert status == 403 and "start it with --admin-api-key KEY" in reply["error"]
 
 
 def test_under_dp_every_rank_and_the_router_take_the_change():
