@@ -36,7 +36,7 @@ import uuid
 
 from sglang_fair.binding import http_routes, router_health
 from sglang_fair.binding.settings import RouterSettings, exported_router
-from sglang_fair.core.options import json_object
+from sglang_fair.core.options import json_object, parse_client_weights
 from sglang_fair.ports import free_port_run
 from sglang_fair.router import ROUTERS, make_router, with_policy_settings
 
@@ -63,19 +63,21 @@ def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
 
 def router_config(method: str, quantum: float | None, options_json: str | None,
                   input_weight: float = 1.0, output_weight: float = 2.0,
-                  policy_quantum: float | None = None, max_running_requests: int | None = None) -> RouterSettings:
+                  policy_quantum: float | None = None, max_running_requests: int | None = None,
+                  client_weights: dict[str, float] | None = None, isolation: bool = False) -> RouterSettings:
     """The router configuration from the CLI values; raises ValueError naming the bad option.
 
     A router that charges tokens (D²LPM) takes the policy's weights
     (``--fair-input-weight``/``--fair-output-weight``), as the workers do;
     ``d2lpm_global`` also takes ``--fair-quantum`` unless ``--fair-router-quantum``
-    or the options set its quantum, and ``--max-running-requests`` when set.
+    or the options set its quantum, ``--fair-client-weights``, ``--max-running-requests`` when set,
+    and with ``--fair-isolation`` keeps a local-queue place for newcomers.
     """
     options = json_object(options_json, "--fair-router-options") if options_json else {}
     if quantum is not None:
         options["quantum"] = quantum
     return RouterSettings(method, with_policy_settings(method, options, input_weight, output_weight, policy_quantum,
-                                                       max_running_requests))
+                                                       max_running_requests, client_weights, isolation))
 
 
 def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
@@ -92,7 +94,9 @@ def prepare_router_args(cls, args: argparse.Namespace, *rest, **kwargs):
         config = router_config(method, getattr(args, "fair_router_quantum", None),
                                getattr(args, "fair_router_options", None),
                                getattr(args, "fair_input_weight", 1.0), getattr(args, "fair_output_weight", 2.0),
-                               getattr(args, "fair_quantum", None), getattr(args, "max_running_requests", None))
+                               getattr(args, "fair_quantum", None), getattr(args, "max_running_requests", None),
+                               parse_client_weights(getattr(args, "fair_client_weights", None)),
+                               bool(getattr(args, "fair_isolation", False)))
         dp_size = max(1, int(getattr(args, "dp_size", 1) or 1))
         make_router(method, dp_size, **config.options)
         if not getattr(args, "kv_events_config", None):

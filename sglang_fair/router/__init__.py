@@ -50,14 +50,18 @@ _POLICY_WEIGHTS = (("input_weight", "--fair-input-weight"), ("output_weight", "-
 
 
 def with_policy_settings(name: str, options: dict, input_weight: float, output_weight: float,
-                         quantum: float | None = None, max_running_requests: int | None = None) -> dict:
+                         quantum: float | None = None, max_running_requests: int | None = None,
+                         client_weights: dict[str, float] | None = None, isolation: bool = False) -> dict:
     """``options`` plus what the router must share with the workers' policy.
 
     A router that charges tokens (D²LPM) takes the policy's cost weights, so
     the router and the workers price a token alike; a router option that
     contradicts one is an error naming both. A router whose deficit quantum is
     the cluster's Q^u (``Router.follows_policy_quantum``) takes the policy's
-    ``quantum`` unless its own options set one. A router that asks for the
+    ``quantum`` unless its own options set one, a router that weighs
+    clients (``client_weights``) the workers' ``--fair-client-weights``, and
+    one that can keep a place for newcomers (``reserve_for_newcomers``) does
+    so under the workers' ``--fair-isolation``. A router that asks for the
     workers' ``--max-running-requests`` (``worker_max_running``) gets it when set.
     """
     cls = ROUTERS.get(name)
@@ -75,6 +79,10 @@ def with_policy_settings(name: str, options: dict, input_weight: float, output_w
         merged[key] = float(value)
     if quantum is not None and cls.follows_policy_quantum:
         merged.setdefault("quantum", float(quantum))
+    if client_weights and "client_weights" in accepted:
+        merged.setdefault("client_weights", dict(client_weights))
+    if isolation and "reserve_for_newcomers" in accepted:
+        merged.setdefault("reserve_for_newcomers", True)
     if max_running_requests is not None and "worker_max_running" in accepted:
         merged.setdefault("worker_max_running", int(max_running_requests))
     return merged

@@ -74,7 +74,8 @@ class SimCluster:
         # A router that charges tokens prices them as the workers' policy does (and a cluster-wide DLPM
         # takes the workers' quantum), as on the server.
         router_options = with_policy_settings(config.router, config.router_options, options.input_weight,
-                                              options.output_weight, options.quantum, config.max_running_requests)
+                                              options.output_weight, options.quantum, config.max_running_requests,
+                                              options.client_weights, options.isolation)
         self.router = (router_factory or make_router)(config.router, config.num_workers, **router_options)
         self.router.clock = lambda: self.now  # idle clients are forgotten in virtual time
         self._feed_cached = _overrides(self.router, "on_cached")

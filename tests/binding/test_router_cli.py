@@ -64,6 +64,17 @@ def test_the_router_charges_with_the_workers_weights(monkeypatch) -> None:
                                                         fair_router_options='{"output_weight": 3.0}'))
 
 
+def test_the_cluster_wide_dlpm_weighs_clients_as_the_workers_do(monkeypatch) -> None:
+    monkeypatch.setenv(router_cli.KV_PORT_ENV, "33095")
+    router_cli.prepare_router_args(None, _namespace(load_balance_method="d2lpm_global",
+                                                    fair_client_weights="alice=2,bob=0.5"))
+    assert json.loads(os.environ[settings.ROUTER_ENV])["options"]["client_weights"] == {"alice": 2.0, "bob": 0.5}
+    # Algorithm 2's per-(client, worker) deficits take no weights; neither do routers that charge nothing.
+    for method in ("d2lpm", "preble"):
+        router_cli.prepare_router_args(None, _namespace(load_balance_method=method, fair_client_weights="alice=2"))
+        assert "client_weights" not in json.loads(os.environ[settings.ROUTER_ENV])["options"]
+
+
 def test_prepare_follows_user_kv_events(monkeypatch) -> None:
     monkeypatch.delenv(settings.ROUTER_ENV, raising=False)
     user = '{"publisher": "zmq", "endpoint": "tcp://*:5557"}'
