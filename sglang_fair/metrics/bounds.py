@@ -86,6 +86,8 @@ def bound_for(params: dict, l_input: int, max_output: int | None = None) -> Boun
     if router == GLOBAL_ROUTER:
         opts = router_defaults(GLOBAL_ROUTER) | dict(params.get("router_options") or {})
         q, b, r = float(opts["quantum"]), int(opts["local_queue_tokens"]), int(opts["local_queue_requests"])
+        if opts.get("reserve_for_newcomers"):
+            r += 1  # each local queue's place kept for a client with nothing dispatched
         we, wq = float(opts["input_weight"]), float(opts["output_weight"])
         # Requests in a local queue are not in the batch yet; each output fits the KV pool.
         out = max_output if max_output is not None else int(_need(params, "kv_pool_tokens"))  # type: ignore[arg-type]

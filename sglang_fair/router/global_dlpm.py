@@ -26,6 +26,13 @@ code every worker runs) over the whole cluster's waiting requests:
 A worker with room always receives work while any request waits (DLPM's walk
 is work-conserving), so the cluster is work-conserving up to the feedback
 delay; the local queues keep each worker's next batch ready meanwhile.
+
+With ``reserve_for_newcomers`` (on under ``--fair-isolation``) each local
+queue keeps one more place for a client with nothing dispatched anywhere: a
+light tenant's request then reaches a worker at once instead of waiting,
+behind full local queues, for the flood's next batch to leave one, and the
+worker's latency isolation can give it a running slot. Theorem G holds with
+``R + 1`` in place of ``R``.
 docs/fairness.md proves the resulting bound (Theorem G),
 2 (Q + w_q |W| M_G + w_e |W| (B + L + R L)) between any two clients that both
 have a request waiting anywhere, in the router or in a local queue
@@ -129,6 +136,7 @@ class GlobalDLPMRouter(IndexedRouter):
         wait_for_shared_prefill: bool = True,
         worker_max_running: int | None = None,
         client_weights: dict[str, float] | None = None,
+        reserve_for_newcomers: bool = False,
         index_capacity_tokens: int = DEFAULT_CAPACITY_TOKENS,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     ) -> None:
@@ -151,6 +159,9 @@ class GlobalDLPMRouter(IndexedRouter):
         if not isinstance(wait_for_shared_prefill, bool):
             raise ValueError(f"router wait_for_shared_prefill must be true or false, got {wait_for_shared_prefill!r}")
         self.wait_for_shared_prefill = wait_for_shared_prefill
+        if not isinstance(reserve_for_newcomers, bool):
+            raise ValueError(f"router reserve_for_newcomers must be true or false, got {reserve_for_newcomers!r}")
+        self.reserve_for_newcomers = reserve_for_newcomers
         if worker_max_running is not None and (isinstance(worker_max_running, bool)
                                                or not isinstance(worker_max_running, int) or worker_max_running < 1):
             raise ValueError(f"router worker_max_running must be a positive integer or None, got {worker_max_running!r}")
@@ -278,18 +289,26 @@ class GlobalDLPMRouter(IndexedRouter):
         return (self.alive[worker] and len(self.local[worker]) < self.local_queue_requests
                 and self.local_tokens[worker] < self.local_queue_tokens)
 
+    def _newcomer_room(self, worker: int) -> bool:
+        """The one place a full local queue keeps for a client with nothing dispatched."""
+        return self.alive[worker] and len(self.local[worker]) <= self.local_queue_requests
+
     def _pump(self) -> None:
         """Place held requests while some worker has room (each placement may fill one)."""
         while self.waiting:
             rooms = [w for w in range(self.num_workers) if self._has_room(w)]
+            newcomers = None
+            if not rooms and self.reserve_for_newcomers:
+                newcomers = {c for c in self.waiting if self.fair.activity[c].running == 0}
+                rooms = [w for w in range(self.num_workers) if self._newcomer_room(w)] if newcomers else []
             if not rooms:
                 return
-            picked = self._pick(rooms)
+            picked = self._pick(rooms, newcomers)
             if picked is None:
                 return
             self._dispatch(*picked)
 
-    def _pick(self, rooms: list[int]) -> tuple[TrackedRequest, int] | None:
+    def _pick(self, rooms: list[int], only_clients: set[str] | None = None) -> tuple[TrackedRequest, int] | None:
         # A backlog is placed one freed room at a time: then every candidate's
         # best room is that one, and the per-room comparisons are skipped.
         only = rooms[0] if len(rooms) == 1 else None
@@ -298,9 +317,9 @@ class GlobalDLPMRouter(IndexedRouter):
         # With none held, the walk's first step is CHECKREFILL; done here, it shows
         # at once whether anything may go (a client positive in a local queue
         # blocks the refill: then nothing may, and nothing is ranked).
-        clients = self._positive_clients()
+        clients = self._positive_clients(only_clients)
         if not clients and self.fair.policy.check_refill():  # type: ignore[attr-defined]
-            clients = self._positive_clients()
+            clients = self._positive_clients(only_clients)
         self._mark_stale(self.index.take_removals())
         keyed: list[tuple[int, int, int, TrackedRequest]] = []
         for reqs in clients:
@@ -333,9 +352,10 @@ class GlobalDLPMRouter(IndexedRouter):
                     if held.match.packed.startswith(prefix):
                         held.stale = True
 
-    def _positive_clients(self) -> list[dict[str, TrackedRequest]]:
+    def _positive_clients(self, only: set[str] | None = None) -> list[dict[str, TrackedRequest]]:
         deficits = self.fair.policy.deficits  # type: ignore[attr-defined]
-        return [reqs for client, reqs in self.waiting.items() if deficits.get(client, 0.0) > 0]
+        return [reqs for client, reqs in self.waiting.items()
+                if deficits.get(client, 0.0) > 0 and (only is None or client in only)]
 
     def _best_room(self, held: _Waiting, rooms: list[int]) -> int:
         """The room caching most of the prompt (then least loaded), unless rebalance moves it."""

@@ -37,6 +37,27 @@ def test_requests_wait_in_the_router_until_a_worker_has_room() -> None:
     assert r.snapshot().held_requests == 0
 
 
+def test_a_full_local_queue_keeps_one_place_for_a_client_with_nothing_dispatched() -> None:
+    # Q = 4: x's two dispatches (3 + 2 input tokens) spend its deficit, so y's arrival finds
+    # nothing blocking the refill (a newcomer still waits for DLPM's order, only not for room).
+    r = _router(2, quantum=4.0, local_queue_requests=1, reserve_for_newcomers=True)
+    assert r.route("a", "x", [1, 2, 3], 4) == 0
+    assert r.route("b", "x", [7, 8], 4) == 1
+    assert r.route("c", "x", [5, 6], 4) is None  # x has requests dispatched: no kept place for it
+    worker = r.route("d", "y", [9, 10], 4)
+    assert worker in (0, 1)  # y had nothing dispatched: it takes the kept place at once
+    assert r.route("e", "y", [11, 12], 4) is None  # now it has
+    assert len(r.local[worker]) == r.local_queue_requests + 1
+    assert not r._newcomer_room(worker) and r._newcomer_room(1 - worker)  # one kept place per worker
+
+
+def test_without_the_kept_place_a_newcomer_waits_for_room() -> None:
+    r = _router(2, local_queue_requests=1)
+    assert r.route("a", "x", [1, 2, 3], 4) == 0
+    assert r.route("b", "x", [7, 8], 4) == 1
+    assert r.route("d", "y", [9, 10], 4) is None
+
+
 def test_no_refill_past_a_client_still_waiting_in_a_local_queue() -> None:
     # y arrives at deficit 0 while x, positive, waits in worker 0's local queue:
     # refilling y now would let y overtake x's charge, so y waits for x's admission.
@@ -202,7 +223,7 @@ def test_bad_options_are_refused() -> None:
 def global_bound(router: GlobalDLPMRouter, clients: list[ClientSpec]) -> float:
     """2 (Q + w_q |W| M_G + w_e |W| (B + L + R L)) (docs/fairness.md, Theorem G)."""
     longest = max(c.prefix_len + c.suffix_len[1] for c in clients)
-    r = router.local_queue_requests
+    r = router.local_queue_requests + router.reserve_for_newcomers  # the kept place counts as one more
     # Output a worker's dispatched requests can still produce: its batch and its local queue.
     m_g = (BATCH + r) * max(c.output_len[1] for c in clients)
     workers = router.num_workers
@@ -240,7 +261,8 @@ def test_global_bound_between_clients_waiting_anywhere(seed: int) -> None:
     clients = _random_clients(rng)
     router = _router(workers, quantum=rng.choice([100.0, 500.0, 2000.0]),
                      local_queue_tokens=rng.choice([32, 128, 512]), local_queue_requests=rng.choice([1, 2, 8]),
-                     affinity_ratio=rng.choice([None, 1.5]), wait_for_shared_prefill=rng.choice([False, True]))
+                     affinity_ratio=rng.choice([None, 1.5]), wait_for_shared_prefill=rng.choice([False, True]),
+                     reserve_for_newcomers=rng.choice([False, True]))
     busy: dict[str, list[bool]] = {}
     cum = run_cluster(router, clients, steps=600, seed=seed, batch=BATCH, local_quantum=256.0, backlogged=busy)
     assert _gaps(cum, busy) <= global_bound(router, clients)
