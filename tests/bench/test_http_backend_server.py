@@ -82,3 +82,23 @@ def test_bench_cli_end_to_end(server, tmp_path, capsys):
     assert s["overall"]["requests_ok"] == s["overall"]["requests"] > 0
     assert s["overall"]["cache_hit_rate"] is not None
     assert set(s["clients"]) == {"client-0", "client-1", "client-2", "client-3"}
+
+
+@pytest.mark.parametrize("text", [True, False])
+def test_the_flood_traffic_gets_one_answer_per_request(server, text):
+    """sglang_fair.bench.flood against the real server: idle phase, flood, light chains beside it."""
+    import asyncio
+
+    from sglang_fair.bench.flood import Shape, run_flood
+
+    shape = Shape(flood=12, connections=4, prefix=64, tail=4, output=4, light_tenants=2, light_input=8,
+                  light_output=2, chain=2, idle_requests=2, think_s=0.05, text=text)
+    rep = asyncio.run(run_flood(server.base_url, shape, seed=0))
+    assert rep.answered == rep.sent
+    assert set(rep.idle) == set(rep.flooded) == {"light-0", "light-1"}
+    assert all(len(values) == 2 for values in rep.idle.values())
+    assert all(len(values) >= 1 for values in rep.flooded.values())
+    chains = sum(len(v) for v in rep.idle.values()) + sum(len(v) for v in rep.flooded.values())
+    assert rep.sent == shape.flood + shape.chain * chains
+    assert rep.flood_tokens == shape.flood * shape.output
+    assert rep.makespan_s > 0 and 0 < rep.hit_rate < 1  # the flood's shared prefix is found cached

@@ -1,0 +1,183 @@
+"""What ``--dp 2`` buys on CPU: a flood on one server, one core, and two data-parallel workers.
+
+The same flood against each system: ``--flood`` requests sharing one long
+prefix (a unique tail each, ``--output`` new tokens), at most ``--connections``
+in flight; beside it a light client sends short requests one at a time,
+``--think`` seconds apart. Before the flood the light client measures its
+idle latency alone on the same server.
+
+Systems (all ``--policy dlpm``, the tiny CPU model, ``--max-running-requests
+16``, each launched with ``python -m sglang_fair.launch_server`` as users do):
+
+* ``one-server``: one server, every core of this process;
+* ``one-core``: one server pinned to the first core (the unit of capacity);
+* ``dp2``: ``--dp 2``, one core per rank as the launcher binds them;
+* ``dp2-shared-cores``: ``--dp 2`` with both ranks given every core
+  (``SGLANG_CPU_OMP_THREADS_BIND=0-1|0-1``), how SGLang runs ranks on a CPU
+  without AMX when nothing binds them: the cost the binding removes.
+
+Every server is started first (idle ones sleep), then the repetitions take
+turns across systems in a rotating order, so drift in the machine's speed hits
+every system alike. Printed per system (medians over repetitions): flood
+makespan, output tokens/s, the light client's idle median, its P50 and P99
+beside the flood and their slowdowns; then the targets, ratios within the
+run: ``dp2``'s makespan <= 1.1x ``one-server``'s, and its output rate >= 1.8x
+``one-core``'s. Every request must get exactly one answer.
+
+    PYTHONPATH=. python bench/dp_scaling.py [--reps 3] [--flood 400] [--connections 64] \\
+        [--systems one-server one-core dp2] [--json F] [--plot F] [--log-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from sglang_fair.bench.flood import Rep, Shape, p99, run_flood
+from sglang_fair.binding.cpu_threads import BIND_ENV, format_cpu_list
+from sglang_fair.testing.server import LocalServer
+
+COMMON = ["--policy", "dlpm", "--max-running-requests", "16"]
+CORES = sorted(os.sched_getaffinity(0))
+# name -> (launcher arguments, cores the server may use (None: all), environment)
+SYSTEMS: dict[str, tuple[list[str], list[int] | None, dict[str, str]]] = {
+    "one-server": (COMMON, None, {}),
+    "one-core": (COMMON, CORES[:1], {}),
+    "dp2": ([*COMMON, "--dp", "2"], None, {}),
+    "dp2-shared-cores": ([*COMMON, "--dp", "2"], None, {BIND_ENV: "|".join([format_cpu_list(CORES)] * 2)}),
+}
+TARGET_MAKESPAN = 1.1  # dp2 / one-server
+TARGET_RATE = 1.8  # dp2 / one-core
+
+
+def run_all(systems: list[str], shape: Shape, reps: int, log_dir: Path) -> dict[str, list[Rep]]:
+    results: dict[str, list[Rep]] = {name: [] for name in systems}
+    with contextlib.ExitStack() as stack:
+        servers = {}
+        for name in systems:
+            args, cpus, env = SYSTEMS[name]
+            log = log_dir / f"{name}.log"
+            print(f"[{name}] starting (log: {log}) ...", file=sys.stderr, flush=True)
+            servers[name] = stack.enter_context(LocalServer(module="sglang_fair.launch_server", extra_args=args,
+                                                            cpus=cpus, env=env, log_path=log))
+        for i in range(reps):
+            for name in systems[i % len(systems):] + systems[:i % len(systems)]:
+                rep = asyncio.run(run_flood(servers[name].base_url, shape, seed=i))
+                if rep.answered != rep.sent:
+                    raise SystemExit(f"{name}: {rep.sent} requests sent, {rep.answered} answered")
+                print(f"[{name}] rep {i + 1}/{reps}: makespan {rep.makespan_s:.1f} s, "
+                      f"{rep.flood_tokens / rep.makespan_s:.0f} tok/s, light idle "
+                      f"{statistics.median(_light(rep.idle)) * 1e3:.0f} ms, beside the flood p99 "
+                      f"{p99(_light(rep.flooded)) * 1e3:.0f} ms", file=sys.stderr, flush=True)
+                results[name].append(rep)
+    return results
+
+
+def _light(latencies: dict[str, list[float]]) -> list[float]:
+    return [x for values in latencies.values() for x in values]
+
+
+def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
+    table = {}
+    for name, reps in results.items():
+        idle = statistics.median(statistics.median(_light(r.idle)) for r in reps)
+        p50 = statistics.median(statistics.median(_light(r.flooded)) for r in reps)
+        tail = statistics.median(p99(_light(r.flooded)) for r in reps)
+        table[name] = {
+            "makespan_s": statistics.median(r.makespan_s for r in reps),
+            "output_tok_s": statistics.median(r.flood_tokens / r.makespan_s for r in reps),
+            "light_idle_s": idle,
+            "light_p50_s": p50,
+            "light_p99_s": tail,
+            "light_p50_slowdown": p50 / idle,
+            "light_p99_slowdown": tail / idle,
+            "requests": sum(r.answered for r in reps),
+        }
+    return table
+
+
+def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
+    """(label, value, target, op) for each target whose systems ran."""
+    out = []
+    if {"dp2", "one-server"} <= table.keys():
+        out.append(("dp2 flood makespan / one-server's", table["dp2"]["makespan_s"] / table["one-server"]["makespan_s"],
+                    TARGET_MAKESPAN, "<="))
+    if {"dp2", "one-core"} <= table.keys():
+        out.append(("dp2 output rate / one-core's", table["dp2"]["output_tok_s"] / table["one-core"]["output_tok_s"],
+                    TARGET_RATE, ">="))
+    return out
+
+
+def format_table(table: dict[str, dict], shape: Shape, reps: int) -> str:
+    lines = [f"flood {shape.flood} x ({shape.prefix} shared + {shape.tail}) -> {shape.output} tokens through "
+             f"{shape.connections} connections; light {shape.light_input} -> {shape.light_output}, "
+             f"{shape.think_s:g} s apart; {' '.join(COMMON)}; medians of {reps} reps",
+             f"{'system':<18}{'makespan':>10}{'tok/s':>8}{'idle ms':>9}{'p50 ms':>9}{'p99 ms':>9}"
+             f"{'p50/idle':>10}{'p99/idle':>10}"]
+    for name, row in table.items():
+        lines.append(f"{name:<18}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>8.0f}{row['light_idle_s'] * 1e3:>9.0f}"
+                     f"{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
+                     f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x")
+    for label, value, target, op in checks(table):
+        ok = value <= target if op == "<=" else value >= target
+        lines.append(f"{label}: {value:.2f} vs target {op} {target}: {'PASS' if ok else 'FAIL'}")
+    return "\n".join(lines)
+
+
+def plot(table: dict[str, dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(table)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.bar(names, [table[n]["output_tok_s"] for n in names], color="tab:blue")
+    left.set_ylabel("output tokens/s during the flood (higher is better)")
+    right.bar(names, [table[n]["light_p99_slowdown"] for n in names], color="tab:orange")
+    right.set_yscale("log")
+    right.set_ylabel("light client P99 beside the flood / idle (lower is better)")
+    for ax in (left, right):
+        ax.tick_params(axis="x", rotation=20)
+    fig.suptitle("One server, one core, --dp 2: a flood on the tiny CPU model")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--flood", type=int, default=Shape.flood, help="flood requests per repetition")
+    parser.add_argument("--connections", type=int, default=Shape.connections, help="flood requests in flight at most")
+    parser.add_argument("--think", type=float, default=Shape.think_s, help="light client's pause between requests, s")
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    parser.add_argument("--json", help="write the table as JSON here")
+    parser.add_argument("--plot", help="write a PNG here")
+    parser.add_argument("--log-dir", help="where the servers' logs go (default: a new temporary directory)")
+    args = parser.parse_args(argv)
+    for flag in ("reps", "flood", "connections"):
+        if getattr(args, flag) <= 0:
+            parser.error(f"--{flag} must be positive")
+    shape = Shape(flood=args.flood, connections=args.connections, think_s=args.think)
+    log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="dp-scaling-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    table = summarize(run_all(args.systems, shape, args.reps, log_dir))
+    print(format_table(table, shape, args.reps))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"shape": asdict(shape), "server_args": COMMON, "reps": args.reps,
+                                               "systems": table}, indent=2))
+    if args.plot:
+        plot(table, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

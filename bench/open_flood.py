@@ -1,0 +1,221 @@
+"""An open flood on a two-worker cluster, side by side with what an SGLang user already has.
+
+One tenant floods (``--flood`` requests sharing a long text prefix, at most
+``--connections`` in flight: several intensities, so that a load-balancing
+gateway must spill), light tenants under their fair share send short requests
+one at a time beside it (``--chain`` > 1: short chains of calls). Each light
+tenant first measures its idle latency alone on the same cluster. Text
+prompts, so the gateway's cache-aware rule sees the shared prefix.
+
+Systems (two workers, each on one core of this machine, ``--max-running-requests 16``):
+
+* ``d2lpm``: ``--policy dlpm --dp 2`` (the cluster-wide DLPM router, ``d2lpm_global``);
+* ``d2lpm+isolation``: the same with ``--fair-isolation``;
+* ``preble``: ``--policy lpm --dp 2 --load-balance-method preble``;
+* ``gateway+lpm`` / ``gateway+dlpm``: SGLang's gateway (``sglang-router``,
+  ``cache_aware``) in front of two single-worker LPM / DLPM servers, each
+  pinned to its core; ``gateway-rr+dlpm`` (not run by default): round-robin.
+  Skipped with a message when the gateway is not installed.
+
+Every server of a system is started when the system's turn comes and stopped
+after it (a cluster needs both cores); systems take turns in a rotating order
+over repetitions. Printed per intensity and system (medians over
+repetitions): flood makespan, output tokens/s, cache hit rate, the light
+tenants' idle median and their P50/P99 beside the flood as slowdowns, and the
+flood's split over the workers; then the targets, ratios within the run.
+Every request must get exactly one answer.
+
+    PYTHONPATH=. python bench/open_flood.py [--reps 3] [--connections 64 256] [--flood 400] \\
+        [--systems d2lpm preble gateway+lpm] [--chain 1] [--json F] [--plot F] [--log-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from sglang_fair.bench.flood import Rep, Shape, p99, run_flood
+from sglang_fair.bench.gateway import Gateway, gateway_missing
+from sglang_fair.testing.server import LocalServer
+
+SERVER = ["--max-running-requests", "16", "--enable-metrics"]
+# name -> ("dp", launcher arguments) or ("gateway", worker launcher arguments, gateway arguments)
+SYSTEMS: dict[str, tuple] = {
+    "d2lpm": ("dp", ["--policy", "dlpm", "--dp", "2"]),
+    "d2lpm+isolation": ("dp", ["--policy", "dlpm", "--dp", "2", "--fair-isolation"]),
+    "preble": ("dp", ["--policy", "lpm", "--dp", "2", "--load-balance-method", "preble"]),
+    "gateway+lpm": ("gateway", ["--policy", "lpm"], ["--policy", "cache_aware"]),
+    "gateway+dlpm": ("gateway", ["--policy", "dlpm"], ["--policy", "cache_aware"]),
+    "gateway-rr+dlpm": ("gateway", ["--policy", "dlpm"], ["--policy", "round_robin"]),
+}
+DEFAULT_SYSTEMS = ["d2lpm", "d2lpm+isolation", "preble", "gateway+lpm", "gateway+dlpm"]
+GATEWAY = "gateway+lpm"  # what an SGLang user has
+TARGET_MAKESPAN_VS_GATEWAY = 0.75
+TARGET_LIGHT_P99_SLOWDOWN = 15.0  # with --fair-isolation
+TARGET_LIGHT_P99_VS_PREBLE = 0.1
+
+
+@contextlib.contextmanager
+def cluster(name: str, log_dir: Path):
+    """The running system ``name``; yields its URL."""
+    kind, *args = SYSTEMS[name]
+    if kind == "dp":
+        with LocalServer(module="sglang_fair.launch_server", extra_args=[*args[0], *SERVER],
+                         log_path=log_dir / f"{name}.log") as server:
+            yield server.base_url
+    else:
+        with Gateway(2, [*args[0], *SERVER], args[1], log_dir=log_dir / name) as gateway:
+            yield gateway.base_url
+
+
+def run_all(systems: list[str], shape: Shape, intensities: list[int], reps: int,
+            log_dir: Path) -> dict[int, dict[str, list[Rep]]]:
+    results: dict[int, dict[str, list[Rep]]] = {c: {name: [] for name in systems} for c in intensities}
+    for i in range(reps):
+        for name in systems[i % len(systems):] + systems[:i % len(systems)]:
+            print(f"[{name}] starting (logs under {log_dir}) ...", file=sys.stderr, flush=True)
+            with cluster(name, log_dir) as url:
+                for connections in intensities:
+                    rep = asyncio.run(run_flood(url, replace(shape, connections=connections), seed=i))
+                    if rep.answered != rep.sent:
+                        raise SystemExit(f"{name}: {rep.sent} requests sent, {rep.answered} answered")
+                    print(f"[{name}] {connections} connections, rep {i + 1}/{reps}: makespan "
+                          f"{rep.makespan_s:.1f} s, light p99 {p99(_light(rep.flooded)) * 1e3:.0f} ms "
+                          f"(idle median {statistics.median(_light(rep.idle)) * 1e3:.0f} ms)",
+                          file=sys.stderr, flush=True)
+                    results[connections][name].append(rep)
+    return results
+
+
+def _light(latencies: dict[str, list[float]]) -> list[float]:
+    return [x for values in latencies.values() for x in values]
+
+
+def _slowdowns(rep: Rep) -> tuple[float, float]:
+    """The light tenants' P50 and P99 beside the flood over their idle medians (each tenant its own)."""
+    ratios = [x / statistics.median(rep.idle[c]) for c, values in rep.flooded.items() for x in values]
+    return statistics.median(ratios), p99(ratios)
+
+
+def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
+    table = {}
+    for name, reps in results.items():
+        slow = [_slowdowns(r) for r in reps]
+        splits = [sorted(r.workers.get("flooder", {}).values(), reverse=True) for r in reps]
+        table[name] = {
+            "makespan_s": statistics.median(r.makespan_s for r in reps),
+            "output_tok_s": statistics.median(r.flood_tokens / r.makespan_s for r in reps),
+            "hit_rate": statistics.median(r.hit_rate for r in reps),
+            "light_idle_s": statistics.median(statistics.median(_light(r.idle)) for r in reps),
+            "light_p50_s": statistics.median(statistics.median(_light(r.flooded)) for r in reps),
+            "light_p99_s": statistics.median(p99(_light(r.flooded)) for r in reps),
+            "light_p50_slowdown": statistics.median(s[0] for s in slow),
+            "light_p99_slowdown": statistics.median(s[1] for s in slow),
+            "flood_split": splits[0] if splits and splits[0] else None,
+            "requests": sum(r.answered for r in reps),
+        }
+    return table
+
+
+def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
+    """(label, value, target, op) of each target whose systems ran."""
+    out = []
+    if {"d2lpm", GATEWAY} <= table.keys():
+        out.append((f"d2lpm makespan / {GATEWAY}'s", table["d2lpm"]["makespan_s"] / table[GATEWAY]["makespan_s"],
+                    TARGET_MAKESPAN_VS_GATEWAY, "<="))
+    if "d2lpm+isolation" in table:
+        out.append(("d2lpm+isolation light P99 / idle", table["d2lpm+isolation"]["light_p99_slowdown"],
+                    TARGET_LIGHT_P99_SLOWDOWN, "<="))
+    if {"d2lpm", "preble"} <= table.keys():
+        out.append(("d2lpm light P99 / preble's", table["d2lpm"]["light_p99_s"] / table["preble"]["light_p99_s"],
+                    TARGET_LIGHT_P99_VS_PREBLE, "<="))
+    return out
+
+
+def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: int) -> str:
+    lines = [f"flood {shape.flood} x ({shape.prefix} shared + {shape.tail}) -> {shape.output} tokens through "
+             f"{connections} connections; {shape.light_tenants} light tenants {shape.light_input} -> "
+             f"{shape.light_output} x{shape.chain}, {shape.think_s:g} s apart; {' '.join(SERVER)}; medians of {reps}",
+             f"{'system':<17}{'makespan':>10}{'tok/s':>7}{'hit':>6}{'idle ms':>9}{'p50 ms':>9}{'p99 ms':>9}"
+             f"{'p50/idle':>10}{'p99/idle':>10}  flood split"]
+    for name, row in table.items():
+        lines.append(f"{name:<17}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>7.0f}{row['hit_rate']:>6.2f}"
+                     f"{row['light_idle_s'] * 1e3:>9.0f}{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
+                     f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x  "
+                     f"{'/'.join(map(str, row['flood_split'])) if row['flood_split'] else '-'}")
+    for label, value, target, op in checks(table):
+        ok = value <= target if op == "<=" else value >= target
+        lines.append(f"{label}: {value:.2f} vs target {op} {target}: {'PASS' if ok else 'FAIL'}")
+    return "\n".join(lines)
+
+
+def plot(tables: dict[int, dict[str, dict]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(5.5 * len(tables), 4.2), squeeze=False)
+    for ax, (connections, table) in zip(axes[0], tables.items()):
+        for name, row in table.items():
+            ax.scatter(row["makespan_s"], row["light_p99_slowdown"], s=60)
+            ax.annotate(name, (row["makespan_s"], row["light_p99_slowdown"]), textcoords="offset points",
+                        xytext=(5, 4), fontsize=8)
+        ax.set_yscale("log")
+        ax.set_xlabel("flood makespan, s (lower is better)")
+        ax.set_ylabel("light tenants' P99 beside the flood / idle")
+        ax.set_title(f"{connections} flood connections")
+    fig.suptitle("Two workers, one flooding tenant: light-tenant slowdown vs flood makespan")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--flood", type=int, default=Shape.flood, help="flood requests per repetition")
+    parser.add_argument("--connections", type=int, nargs="+", default=[64, 256],
+                        help="flood intensities: requests in flight at most")
+    parser.add_argument("--light-tenants", type=int, default=2)
+    parser.add_argument("--chain", type=int, default=1, help="calls per light request (a short chain when > 1)")
+    parser.add_argument("--think", type=float, default=Shape.think_s, help="light tenants' pause between requests, s")
+    parser.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS))
+    parser.add_argument("--json", help="write the tables as JSON here")
+    parser.add_argument("--plot", help="write a PNG here")
+    parser.add_argument("--log-dir", help="where the servers' logs go (default: a new temporary directory)")
+    args = parser.parse_args(argv)
+    for flag in ("reps", "flood", "light_tenants", "chain"):
+        if getattr(args, flag) <= 0:
+            parser.error(f"--{flag.replace('_', '-')} must be positive")
+    if min(args.connections) <= 0:
+        parser.error("--connections must be positive")
+    systems = list(args.systems)
+    missing = gateway_missing()
+    if missing and any(SYSTEMS[s][0] == "gateway" for s in systems):
+        print(f"skipping the gateway systems: {missing}", file=sys.stderr)
+        systems = [s for s in systems if SYSTEMS[s][0] != "gateway"]
+    if not systems:
+        parser.error("no system left to run")
+    shape = Shape(flood=args.flood, light_tenants=args.light_tenants, chain=args.chain, think_s=args.think, text=True)
+    log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="open-flood-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    results = run_all(systems, shape, args.connections, args.reps, log_dir)
+    tables = {c: summarize(by_system) for c, by_system in results.items()}
+    print("\n\n".join(format_table(c, table, shape, args.reps) for c, table in tables.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"shape": asdict(shape), "server_args": SERVER, "reps": args.reps,
+                                               "tables": tables}, indent=2))
+    if args.plot:
+        plot(tables, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

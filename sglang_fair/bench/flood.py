@@ -1,0 +1,146 @@
+"""A flooding tenant and light tenants against one live endpoint (a server, or a gateway in front of several).
+
+The flooder sends ``flood`` requests sharing one long prefix (a unique tail
+each, ``output`` new tokens), at most ``connections`` in flight. Each light
+tenant first measures its idle latency alone (``idle_requests`` short
+requests one after another), then, once the flood has taken the slots, sends
+short requests one at a time, ``think_s`` apart, until the flood is answered.
+A light tenant with ``chain`` > 1 sends chains of that many calls, each call's
+prompt extending the previous one (a short agent chain); its latency is the
+whole chain's.
+
+Prompts are token ids, or with ``text`` plain lowercase text: the bundled
+tiny model's tokenizer is byte-level, one token per character, so both give
+the same token counts, and a gateway that routes on text sees the shared
+prefix. Every request gets exactly one answer or the run raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import string
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+
+VOCAB = 1000  # token ids below the tiny model's vocabulary
+
+
+@dataclass
+class Shape:
+    flood: int = 400
+    connections: int = 64
+    prefix: int = 512
+    tail: int = 16
+    output: int = 64
+    light_tenants: int = 1
+    light_input: int = 32
+    light_output: int = 16
+    chain: int = 1  # calls per light request (> 1: a chain, each call extending the last prompt)
+    idle_requests: int = 8
+    think_s: float = 0.5
+    text: bool = False
+
+
+@dataclass
+class Rep:
+    idle: dict[str, list[float]] = field(default_factory=dict)  # light tenant -> latencies alone, s
+    flooded: dict[str, list[float]] = field(default_factory=dict)  # light tenant -> latencies beside the flood
+    makespan_s: float = 0.0
+    flood_tokens: int = 0  # output tokens of the flood
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    workers: dict[str, dict[int, int]] = field(default_factory=dict)  # client -> dp rank -> requests
+    sent: int = 0
+    answered: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+class Traffic:
+    """Prompts of one repetition, as ids or text."""
+
+    def __init__(self, shape: Shape, seed: int) -> None:
+        self.shape, self.rng = shape, random.Random(seed)
+        self.prefix = self.piece(shape.prefix)
+
+    def piece(self, n: int) -> list[int] | str:
+        if self.shape.text:
+            return "".join(self.rng.choice(string.ascii_lowercase) for _ in range(n))
+        return [self.rng.randrange(1, VOCAB) for _ in range(n)]
+
+    def body(self, prompt: list[int] | str, out: int) -> dict:
+        key = "text" if self.shape.text else "input_ids"
+        return {key: prompt, "sampling_params": {"max_new_tokens": out, "ignore_eos": True}}
+
+
+async def _generate(session: aiohttp.ClientSession, url: str, client: str, body: dict, rep: Rep) -> dict:
+    rep.sent += 1
+    async with session.post(url + "/generate", json=body, headers={"X-Client-Id": client}) as resp:
+        reply = await resp.json(content_type=None)
+        if resp.status != 200:
+            raise RuntimeError(f"{client}: HTTP {resp.status}: {reply}")
+    rep.answered += 1
+    meta = reply["meta_info"]
+    rep.prompt_tokens += meta.get("prompt_tokens", 0)
+    rep.cached_tokens += meta.get("cached_tokens", 0)
+    if isinstance(meta.get("dp_rank"), int):
+        ranks = rep.workers.setdefault(client, {})
+        ranks[meta["dp_rank"]] = ranks.get(meta["dp_rank"], 0) + 1
+    return meta
+
+
+async def _light(session, url: str, traffic: Traffic, client: str, rep: Rep, count: int,
+                 until: asyncio.Event | None) -> list[float]:
+    shape, latencies = traffic.shape, []
+    while (until is None and len(latencies) < count) or (until is not None and not until.is_set()):
+        prompt = traffic.piece(shape.light_input)
+        start = time.perf_counter()
+        for _ in range(shape.chain):
+            await _generate(session, url, client, traffic.body(prompt, shape.light_output), rep)
+            prompt = prompt + traffic.piece(shape.light_input)
+        latencies.append(time.perf_counter() - start)
+        if until is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(until.wait(), shape.think_s)
+    return latencies
+
+
+async def run_flood(url: str, shape: Shape, seed: int) -> Rep:
+    """Idle light latencies, then the flood with the light tenants beside it."""
+    rep, traffic = Rep(), Traffic(shape, seed)
+    lights = [f"light-{i}" for i in range(shape.light_tenants)]
+    tails = [traffic.piece(shape.tail) for _ in range(shape.flood)]
+    # One connection per request: a kept-alive one the server closes while idle would fail the next request.
+    connector = aiohttp.TCPConnector(limit=0, force_close=True)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3600), connector=connector) as session:
+        for client in lights:
+            rep.idle[client] = await _light(session, url, traffic, client, rep, shape.idle_requests, None)
+        gate = asyncio.Semaphore(shape.connections)
+
+        async def one(tail) -> int:
+            async with gate:
+                meta = await _generate(session, url, "flooder", traffic.body(traffic.prefix + tail, shape.output), rep)
+                return meta["completion_tokens"]
+
+        done = asyncio.Event()
+        start = time.perf_counter()
+        flood = [asyncio.create_task(one(tail)) for tail in tails]
+        await asyncio.sleep(1.0)  # the flood takes every slot first
+        light = {client: asyncio.create_task(_light(session, url, traffic, client, rep, 0, done)) for client in lights}
+        rep.flood_tokens = sum(await asyncio.gather(*flood))
+        rep.makespan_s = time.perf_counter() - start
+        done.set()
+        for client, task in light.items():
+            rep.flooded[client] = await task
+    return rep
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]

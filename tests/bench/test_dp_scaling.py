@@ -1,0 +1,66 @@
+"""bench/dp_scaling.py and bench/open_flood.py: tables and targets from given repetitions (no server)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from sglang_fair.bench.flood import Rep, Shape
+
+_BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+scaling = _load("dp_scaling")
+open_flood = _load("open_flood")
+
+
+def _rep(makespan: float, idle: float, flooded: list[float], tokens: int = 25600, split: dict | None = None) -> Rep:
+    rep = Rep(idle={"light-0": [idle] * 4}, flooded={"light-0": flooded}, makespan_s=makespan, flood_tokens=tokens,
+              prompt_tokens=100, cached_tokens=80, workers={"flooder": split or {}})
+    rep.sent = rep.answered = 10
+    return rep
+
+
+def test_dp_scaling_targets_are_ratios_of_medians_within_the_run():
+    results = {"one-server": [_rep(100, 0.1, [1.0]), _rep(120, 0.1, [1.0]), _rep(110, 0.1, [1.0])],
+               "one-core": [_rep(200, 0.1, [5.0])] * 3,
+               "dp2": [_rep(105, 0.1, [0.5, 2.0])] * 3}
+    table = scaling.summarize(results)
+    assert table["one-server"]["makespan_s"] == 110  # the median, not the mean
+    assert table["dp2"]["light_p50_slowdown"] == pytest.approx(12.5)
+    checks = {label: (value, target) for label, value, target, _ in scaling.checks(table)}
+    assert checks["dp2 flood makespan / one-server's"] == (pytest.approx(105 / 110), 1.1)
+    assert checks["dp2 output rate / one-core's"] == (pytest.approx(200 / 105), 1.8)
+    text = scaling.format_table(table, Shape(), 3)
+    assert "dp2 output rate / one-core's: 1.90 vs target >= 1.8: PASS" in text
+    assert "dp2 flood makespan / one-server's: 0.95 vs target <= 1.1: PASS" in text
+    table["dp2"]["makespan_s"] = 130
+    assert "one-server's: 1.18 vs target <= 1.1: FAIL" in scaling.format_table(table, Shape(), 3)
+
+
+def test_open_flood_slowdowns_are_each_tenants_own_and_the_checks_fail_when_missed():
+    rep = _rep(60, 0.1, [0.2, 0.3], split={0: 150, 1: 250})
+    rep.idle["light-1"], rep.flooded["light-1"] = [1.0] * 4, [2.0]
+    p50, tail = open_flood._slowdowns(rep)
+    assert p50 == pytest.approx(2.0) and tail == pytest.approx(3.0)  # ratios to each tenant's own idle
+    table = open_flood.summarize({"d2lpm": [rep], "gateway+lpm": [_rep(100, 0.1, [0.1])],
+                                  "preble": [_rep(70, 0.1, [30.0])], "d2lpm+isolation": [_rep(65, 0.1, [2.0])]})
+    assert table["d2lpm"]["flood_split"] == [250, 150]
+    verdicts = {label: value <= target for label, value, target, _ in open_flood.checks(table)}
+    assert verdicts == {"d2lpm makespan / gateway+lpm's": True, "d2lpm+isolation light P99 / idle": False,
+                        "d2lpm light P99 / preble's": True}
+    assert "FAIL" in open_flood.format_table(64, table, Shape(text=True), 1)
+
+
+def test_the_gateway_is_skipped_with_a_message_when_it_is_absent(monkeypatch, capsys):
+    monkeypatch.setattr(open_flood, "gateway_missing", lambda: "the SGLang gateway is not installed")
+    with pytest.raises(SystemExit):
+        open_flood.main(["--systems", "gateway+lpm"])
+    assert "skipping the gateway systems: the SGLang gateway is not installed" in capsys.readouterr().err
