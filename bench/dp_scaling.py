@@ -41,7 +41,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from sglang_fair.bench.flood import Rep, Shape, p99, run_flood
+from sglang_fair.bench.flood import Rep, Shape, check_line, p99, pooled, run_flood
 from sglang_fair.binding.cpu_threads import BIND_ENV, format_cpu_list
 from sglang_fair.testing.server import LocalServer
 
@@ -75,22 +75,18 @@ def run_all(systems: list[str], shape: Shape, reps: int, log_dir: Path) -> dict[
                     raise SystemExit(f"{name}: {rep.sent} requests sent, {rep.answered} answered")
                 print(f"[{name}] rep {i + 1}/{reps}: makespan {rep.makespan_s:.1f} s, "
                       f"{rep.flood_tokens / rep.makespan_s:.0f} tok/s, light idle "
-                      f"{statistics.median(_light(rep.idle)) * 1e3:.0f} ms, beside the flood p99 "
-                      f"{p99(_light(rep.flooded)) * 1e3:.0f} ms", file=sys.stderr, flush=True)
+                      f"{statistics.median(pooled(rep.idle)) * 1e3:.0f} ms, beside the flood p99 "
+                      f"{p99(pooled(rep.flooded)) * 1e3:.0f} ms", file=sys.stderr, flush=True)
                 results[name].append(rep)
     return results
-
-
-def _light(latencies: dict[str, list[float]]) -> list[float]:
-    return [x for values in latencies.values() for x in values]
 
 
 def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
     table = {}
     for name, reps in results.items():
-        idle = statistics.median(statistics.median(_light(r.idle)) for r in reps)
-        p50 = statistics.median(statistics.median(_light(r.flooded)) for r in reps)
-        tail = statistics.median(p99(_light(r.flooded)) for r in reps)
+        idle = statistics.median(statistics.median(pooled(r.idle)) for r in reps)
+        p50 = statistics.median(statistics.median(pooled(r.flooded)) for r in reps)
+        tail = statistics.median(p99(pooled(r.flooded)) for r in reps)
         table[name] = {
             "makespan_s": statistics.median(r.makespan_s for r in reps),
             "output_tok_s": statistics.median(r.flood_tokens / r.makespan_s for r in reps),
@@ -126,9 +122,7 @@ def format_table(table: dict[str, dict], shape: Shape, reps: int) -> str:
         lines.append(f"{name:<18}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>8.0f}{row['light_idle_s'] * 1e3:>9.0f}"
                      f"{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
                      f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x")
-    for label, value, target, op in checks(table):
-        ok = value <= target if op == "<=" else value >= target
-        lines.append(f"{label}: {value:.2f} vs target {op} {target}: {'PASS' if ok else 'FAIL'}")
+    lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
 
 

@@ -41,7 +41,7 @@ import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from sglang_fair.bench.flood import Rep, Shape, p99, run_flood
+from sglang_fair.bench.flood import Rep, Shape, check_line, p99, pooled, run_flood
 from sglang_fair.bench.gateway import Gateway, gateway_missing
 from sglang_fair.testing.server import LocalServer
 
@@ -87,15 +87,11 @@ def run_all(systems: list[str], shape: Shape, intensities: list[int], reps: int,
                     if rep.answered != rep.sent:
                         raise SystemExit(f"{name}: {rep.sent} requests sent, {rep.answered} answered")
                     print(f"[{name}] {connections} connections, rep {i + 1}/{reps}: makespan "
-                          f"{rep.makespan_s:.1f} s, light p99 {p99(_light(rep.flooded)) * 1e3:.0f} ms "
-                          f"(idle median {statistics.median(_light(rep.idle)) * 1e3:.0f} ms)",
+                          f"{rep.makespan_s:.1f} s, light p99 {p99(pooled(rep.flooded)) * 1e3:.0f} ms "
+                          f"(idle median {statistics.median(pooled(rep.idle)) * 1e3:.0f} ms)",
                           file=sys.stderr, flush=True)
                     results[connections][name].append(rep)
     return results
-
-
-def _light(latencies: dict[str, list[float]]) -> list[float]:
-    return [x for values in latencies.values() for x in values]
 
 
 def _slowdowns(rep: Rep) -> tuple[float, float]:
@@ -113,9 +109,9 @@ def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
             "makespan_s": statistics.median(r.makespan_s for r in reps),
             "output_tok_s": statistics.median(r.flood_tokens / r.makespan_s for r in reps),
             "hit_rate": statistics.median(r.hit_rate for r in reps),
-            "light_idle_s": statistics.median(statistics.median(_light(r.idle)) for r in reps),
-            "light_p50_s": statistics.median(statistics.median(_light(r.flooded)) for r in reps),
-            "light_p99_s": statistics.median(p99(_light(r.flooded)) for r in reps),
+            "light_idle_s": statistics.median(statistics.median(pooled(r.idle)) for r in reps),
+            "light_p50_s": statistics.median(statistics.median(pooled(r.flooded)) for r in reps),
+            "light_p99_s": statistics.median(p99(pooled(r.flooded)) for r in reps),
             "light_p50_slowdown": statistics.median(s[0] for s in slow),
             "light_p99_slowdown": statistics.median(s[1] for s in slow),
             "flood_split": splits[0] if splits and splits[0] else None,
@@ -150,9 +146,7 @@ def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: i
                      f"{row['light_idle_s'] * 1e3:>9.0f}{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
                      f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x  "
                      f"{'/'.join(map(str, row['flood_split'])) if row['flood_split'] else '-'}")
-    for label, value, target, op in checks(table):
-        ok = value <= target if op == "<=" else value >= target
-        lines.append(f"{label}: {value:.2f} vs target {op} {target}: {'PASS' if ok else 'FAIL'}")
+    lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
 
 

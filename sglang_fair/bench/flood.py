@@ -144,3 +144,14 @@ async def run_flood(url: str, shape: Shape, seed: int) -> Rep:
 def p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def pooled(latencies: dict[str, list[float]]) -> list[float]:
+    """Every light tenant's latencies in one list."""
+    return [x for values in latencies.values() for x in values]
+
+
+def check_line(label: str, value: float, target: float, op: str) -> str:
+    """One target's verdict, as the benchmarks print it (``op``: "<=" or ">=")."""
+    ok = value <= target if op == "<=" else value >= target
+    return f"{label}: {value:.2f} vs target {op} {target}: {'PASS' if ok else 'FAIL'}"
