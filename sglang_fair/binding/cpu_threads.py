@@ -6,7 +6,8 @@ it. It then binds a rank's threads to its group only on CPUs with AMX or on
 arm64 (``sglang.srt.distributed.bootstrap._init_cpu_threads_env`` merely warns
 elsewhere), so on other CPUs every rank runs as many intra-op threads as the
 machine has cores, on any core: two ranks on two cores run four spinning
-OpenMP threads and decode 2-5x slower than one rank alone on one core.
+OpenMP threads and decode about 3x slower than a rank bound to its core
+(docs/results/2026-11-27-dp-scaling-cpu.md).
 
 Two pieces, one per process:
 
