@@ -42,7 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from sglang_fair.bench.flood import Rep, Shape, check_line, p99, pooled, run_flood
-from sglang_fair.binding.cpu_threads import BIND_ENV, format_cpu_list
+from sglang_fair.binding.common.cpu_threads import BIND_ENV, format_cpu_list
 from sglang_fair.testing.server import LocalServer
 
 COMMON = ["--policy", "dlpm", "--max-running-requests", "16"]

@@ -16,7 +16,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$REPO/.venv}"
 PYTHON="${PYTHON:-python3}"
 TORCH_PIN="torch==2.13.0"
-# Another supported release (binding/version.py) for scripts/test_sglang_release.sh; CI uses the default.
+# Another supported release (binding/common/version.py) for scripts/test_sglang_release.sh; CI uses the default.
 SGLANG_VERSION="${SGLANG_VERSION:-0.5.23}"
 SGLANG_PIN="sglang==$SGLANG_VERSION"
 REQUIREMENTS="$REPO/requirements/cpu.txt"

@@ -13,7 +13,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$REPO/.venv}"
 PYTHON="${PYTHON:-python3}"
-# Another supported release (sglang_fair/binding/version.py), e.g. beside an SGLang already there.
+# Another supported release (sglang_fair/binding/common/version.py), e.g. beside an SGLang already there.
 SGLANG_VERSION="${SGLANG_VERSION:-0.5.23}"
 SGLANG_PIN="sglang==$SGLANG_VERSION"
 
@@ -40,7 +40,7 @@ echo "install_gpu: smoke test"
 "$VENV/bin/python" - <<'PY'
 import torch
 
-from sglang_fair.binding.version import check_sglang
+from sglang_fair.binding.common.version import check_sglang
 
 version = check_sglang()  # raises, naming the release, if the binding does not support it
 print(f"install_gpu: sglang {version}, torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The engine and server tests against another SGLang release, in a venv of its own
 # (CI tests the pinned release in .venv). A release not yet in
-# sglang_fair/binding/version.py's SUPPORTED_SGLANG runs with the override set.
+# sglang_fair/binding/common/version.py's SUPPORTED_SGLANG runs with the override set.
 #
 #   scripts/test_sglang_release.sh 0.5.22                 # .venv-sglang-0.5.22, then pytest -m "engine or server"
 #   scripts/test_sglang_release.sh 0.5.22 -x tests/binding  # extra pytest arguments replace the default selection

@@ -16,17 +16,10 @@ import os
 import sys
 
 from sglang_fair.core.policies import POLICIES
+from sglang_fair.tiny_cpu import CPU_OPTIONS, TINY_CPU_MAX_TOTAL_TOKENS, ensure_tiny_model
 
 DEFAULT_POLICY = "dlpm"
 DEFAULT_DLPM_ROUTER = "d2lpm_global"  # fair across the cluster, not only per worker (docs/router.md)
-
-
-# What SGLang needs to serve on CPU (docs/configuration.md): random weights, the
-# pure-torch attention backend, and an idle scheduler that sleeps instead of spinning.
-CPU_OPTIONS: tuple[tuple[str, ...], ...] = (
-    ("--device", "cpu"), ("--attention-backend", "torch_native"), ("--load-format", "dummy"), ("--sleep-on-idle",),
-)
-TINY_CPU_MAX_TOTAL_TOKENS = 8192  # KV pool of the tiny server; unset, SGLang sizes it from host RAM (slow)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,9 +46,10 @@ def build_argv(argv: list[str]) -> list[str]:
     parser = _parser()
     ours, rest = parser.parse_known_args(argv)
     policy, rest = _take_schedule_policy(parser, ours.policy, rest)
-    known = [*POLICIES, *(p for p in stock_policies() if p not in POLICIES)]
-    if policy not in known:
-        parser.error(f"--policy: unknown policy {policy!r}; choose one of {', '.join(known)}")
+    if policy not in POLICIES:  # SGLang's own names cost its imports: only looked up when needed
+        known = [*POLICIES, *(p for p in stock_policies() if p not in POLICIES)]
+        if policy not in known:
+            parser.error(f"--policy: unknown policy {policy!r}; choose one of {', '.join(known)}")
     out = ["--schedule-policy", policy, *rest]
     if ours.tiny_cpu:
         out += _tiny_cpu_args(rest)
@@ -90,8 +84,6 @@ def _take_schedule_policy(parser: argparse.ArgumentParser, policy: str | None,
 
 def _tiny_cpu_args(rest: list[str]) -> list[str]:
     """SGLang arguments of ``--tiny-cpu`` that ``rest`` does not already set."""
-    from sglang_fair.testing.tiny_model import ensure_tiny_model
-
     given = {a.split("=", 1)[0] for a in rest if a.startswith("--")}
     wanted = [*CPU_OPTIONS, ("--max-total-tokens", str(TINY_CPU_MAX_TOTAL_TOKENS))]
     if "--model-path" not in given and "--model" not in given:
@@ -122,6 +114,33 @@ def _default_router(policy: str) -> str | None:
     return DEFAULT_DLPM_ROUTER if policy == "dlpm" and DEFAULT_DLPM_ROUTER in ROUTERS else None
 
 
+def check_fair_arguments(sglang_argv: list[str]) -> None:
+    """Refuse bad ``--fair-*`` and router options, config and key files in the first seconds, before
+    SGLang's imports; SGLang's parser runs the same checks again (``binding/http/``)."""
+    from sglang_fair.binding.http.fair_options import add_fair_arguments, checked_options
+    from sglang_fair.binding.http.router_options import extend_cli, validated_router
+
+    parser = argparse.ArgumentParser(prog="sglang_fair.launch_server", usage="%(prog)s [options]", add_help=False,
+                                     allow_abbrev=False)
+    add_fair_arguments(parser)
+    extend_cli(None, parser)
+    parser.add_argument("--schedule-policy")
+    parser.add_argument("--load-balance-method")
+    parser.add_argument("--dp-size", "--dp", "--data-parallel-size", type=int, default=1)
+    parser.add_argument("--api-key")
+    parser.add_argument("--max-running-requests", type=int)
+    args, _ = parser.parse_known_args(sglang_argv)  # a malformed value exits here, naming the option
+    policy = args.schedule_policy if args.schedule_policy in POLICIES else "fcfs"
+    try:
+        checked_options(args, policy, args.api_key)
+    except ValueError as exc:
+        sys.exit(f"sglang-fair: error: {exc}")
+    try:
+        validated_router(args)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        sys.exit(f"sglang-fair: error: --load-balance-method {args.load_balance_method}: {exc}")
+
+
 def check_port_free(host: str, port: int) -> None:
     """Exit with a clear message if ``port`` is taken: SGLang would start every
     process, fail to bind, and then hang instead of exiting."""
@@ -132,9 +151,9 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def bind_rank_cores(ranks: int) -> None:
-    """Give each rank of a multi-rank CPU server its own cores (``binding/cpu_threads.py``) unless
+    """Give each rank of a multi-rank CPU server its own cores (``binding/common/cpu_threads.py``) unless
     the user set ``SGLANG_CPU_OMP_THREADS_BIND``; every process SGLang starts inherits it."""
-    from sglang_fair.binding.cpu_threads import BIND_ENV, TooFewCores, default_bind
+    from sglang_fair.binding.common.cpu_threads import BIND_ENV, TooFewCores, default_bind
 
     try:
         bind = default_bind(ranks)
@@ -152,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
         _parser().print_help()
         print("\nSGLang's options:\n")
     sglang_argv = build_argv(argv)
+    check_fair_arguments(sglang_argv)
     if "--tiny-cpu" in argv:
         os.environ["SGLANG_USE_CPU_ENGINE"] = "1"  # SGLang's CPU path; without it, rotary embedding imports vllm
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_fair.testing.tiny_model import write_tiny_model
+from sglang_fair.tiny_cpu import write_tiny_model
 
 
 @pytest.fixture(scope="session")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
-from sglang_fair.launch_server import TINY_CPU_MAX_TOTAL_TOKENS, build_argv, check_port_free
-from sglang_fair.testing.tiny_model import ensure_tiny_model
+from sglang_fair.launch_server import build_argv, check_port_free
+from sglang_fair.tiny_cpu import TINY_CPU_MAX_TOTAL_TOKENS, ensure_tiny_model
 
 pytestmark = pytest.mark.engine  # the launcher reads SGLang's own policy names
 
@@ -69,3 +72,33 @@ def test_a_taken_port_is_refused_before_anything_starts() -> None:
         with pytest.raises(SystemExit, match=f"port {port} on 127.0.0.1 is already in use"):
             check_port_free("127.0.0.1", port)
     check_port_free("127.0.0.1", port)  # free again: no exit
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--fair-client-keys", "/nonexistent/keys.yaml"], "--fair-client-keys /nonexistent/keys.yaml: cannot read it"),
+    (["--fair-quantum", "-3"], "--fair-quantum must be a positive"),
+    (["--fair-quantum", "abc"], "argument --fair-quantum: invalid float value: 'abc'"),
+    (["--fair-policy-config", "/nonexistent/policy.yaml"], "--fair-policy-config: cannot read /nonexistent/policy.yaml"),
+    (["--fair-client-weights", "alice=x"], "--fair-client-weights"),
+    (["--dp", "2", "--fair-router-options", "{bad"], "--load-balance-method d2lpm_global: --fair-router-options"),
+    (["--dp", "2", "--fair-router-options", '{"no_such_option": 1}'], "no_such_option"),
+])
+def test_bad_configuration_is_refused_before_sglang_is_imported(args, named):
+    # SGLang's imports take tens of seconds on CPU; the launcher's own checks come first.
+    probe = ("import sys, runpy; sys.argv = ['sglang_fair.launch_server', *sys.argv[1:]]\n"
+             "try:\n    runpy.run_module('sglang_fair.launch_server', run_name='__main__')\n"
+             "finally:\n    print('SGLANG_IMPORTED' if 'sglang.srt.server_args' in sys.modules else 'NO_SGLANG')\n")
+    run = subprocess.run([sys.executable, "-c", probe, "--tiny-cpu", *args], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode != 0
+    assert named in run.stderr, run.stderr
+    assert run.stdout.strip() == "NO_SGLANG"
+
+
+def test_bad_configuration_is_refused_in_seconds():
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "sglang_fair.launch_server", "--tiny-cpu", "--fair-client-keys",
+                          "/nonexistent/keys.yaml"], capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - started
+    assert run.returncode == 1 and "--fair-client-keys" in run.stderr
+    assert elapsed < 5.0, f"refused after {elapsed:.1f} s"

@@ -1,36 +1,38 @@
-"""Import layering: no cycles between the options and the policies, and the simulator and the
-metrics stand without the bench harness."""
+"""Import contracts (pyproject.toml, ``[tool.importlinter]``): the layers, one binding package per
+process, no SGLang in the engine-agnostic code, no import cycles anywhere. Imports inside functions count."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "sglang_fair"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACTS = ("layers", "binding-by-process", "engine-agnostic", "no-cycles")
 
 
-def _runtime_imports(path: Path) -> set[str]:
-    """Modules ``path`` imports at run time (``if TYPE_CHECKING:`` blocks and function bodies excluded)."""
-    tree = ast.parse(path.read_text())
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
+def test_every_import_contract_is_kept():
+    pytest.importorskip("importlinter")
+    probe = ("import sys; from importlinter.cli import lint_imports; "
+             "sys.exit(lint_imports(no_cache=True, no_logo=True, verbose=False))")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count(" KEPT") == len(CONTRACTS), run.stdout
 
 
-def test_policies_do_not_import_the_options_that_validate_policy_names():
-    modules = [*sorted((PACKAGE / "core" / "policies").glob("*.py")), PACKAGE / "core" / "policy_config.py"]
-    offenders = {path.name for path in modules if "sglang_fair.core.options" in _runtime_imports(path)}
-    assert not offenders
+def test_the_contracts_cover_each_layer_and_each_process_package():
+    import tomllib
 
-
-def test_the_simulator_and_the_metrics_do_not_import_the_bench():
-    probe = ("import sys, sglang_fair.sim.backend, sglang_fair.metrics.summary; "
-             "print([m for m in sys.modules if m.startswith('sglang_fair.bench')])")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    contracts = {contract["id"]: contract for contract in config["contracts"]}
+    assert tuple(contracts) == CONTRACTS
+    processes = {name.strip() for layer in contracts["binding-by-process"]["layers"] for name in layer.split("|")}
+    packages = {f"sglang_fair.binding.{path.name}" for path in (ROOT / "sglang_fair" / "binding").iterdir()
+                if (path / "__init__.py").exists()}
+    assert packages <= processes  # every binding package has its place, none escapes the contract
+    layered = {name.strip(" :") for layer in contracts["layers"]["layers"] for name in layer.replace(":", "|").split("|")}
+    top = {f"sglang_fair.{path.stem}" for path in (ROOT / "sglang_fair").iterdir()
+           if (path / "__init__.py").exists() or (path.suffix == ".py" and path.stem != "__init__")}
+    assert top - {"sglang_fair.configs"} <= {name.strip() for name in layered}

@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_fair.bench.backends import API_CHOICES, BackendError, make_backend
+from sglang_fair.bench.backend import API_CHOICES, BackendError
+from sglang_fair.bench.backends import make_backend
 from sglang_fair.bench.compare import compare_runs
 from sglang_fair.bench.output import read_records, read_summary, write_run
 from sglang_fair.bench.report import GLOSSARY, client_table, overall_line, verdict

@@ -1,30 +1,10 @@
-"""The backend interface: something that replays a Workload and returns records.
-
-Two backends exist: the live HTTP client (``http://...`` / ``https://...``,
-sglang_fair/bench/http_backend.py) and the simulator (``sim``,
-sglang_fair/sim/backend.py, imported when chosen).
-Every call of the workload ends as exactly one RequestRecord, ok or error;
-``partial`` says the run stopped early or some calls failed.
-"""
+"""``--backend``: a live server (``http://...`` / ``https://...``, ``http_backend.py``) or the simulator (``sim``)."""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
-from sglang_fair.runs.records import RunResult
-from sglang_fair.workloads.model import Workload
-
-
-@runtime_checkable
-class Backend(Protocol):
-    def run(self, workload: Workload, progress: bool = True) -> RunResult: ...
-
-
-class BackendError(ValueError):
-    """A backend spec that cannot be turned into a backend."""
-
-
-API_CHOICES = ("generate", "openai")
+from sglang_fair.bench.backend import Backend, BackendError
+from sglang_fair.bench.http_backend import HttpBackend
+from sglang_fair.sim.backend import SimBackend
 
 
 def make_backend(
@@ -43,11 +23,7 @@ def make_backend(
     but selects the scheduling policy of the simulator.
     """
     if spec == "sim":
-        from sglang_fair.sim.backend import SimBackend  # lazily: the simulator imports this module
-
         return SimBackend(policy=policy or "fcfs", seed=seed, **(sim_options or {}))
     if spec.startswith(("http://", "https://")):
-        from sglang_fair.bench.http_backend import HttpBackend
-
         return HttpBackend(spec, api=api, timeout_s=timeout_s, concurrency=concurrency, policy=policy)
     raise BackendError(f"unknown backend {spec!r}: expected a server URL (http://host:port) or 'sim'")

@@ -25,7 +25,7 @@ tokens), the data-parallel rank (``dp_rank``) and the retraction count
 (``num_retractions``); with ``--enable-metrics`` on the server, also the
 admission time (``forward_entry_time``, first entry into a forward batch,
 on the server's clock) and the server's queueing time (``queue_time``). The
-server's configuration comes from ``/server_info`` (sglang_fair/runs/params.py).
+server's configuration comes from ``/server_info`` (sglang_fair/bench/server_params.py).
 
 Each call is sent once all its parents finished; a failed parent turns its
 children into error records without sending them. Every call ends as one
@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 import aiohttp
 from tqdm import tqdm
 
-from sglang_fair.bench.backends import API_CHOICES, BackendError
-from sglang_fair.runs.params import server_params
+from sglang_fair.bench.backend import API_CHOICES, BackendError
+from sglang_fair.bench.server_params import server_params
 from sglang_fair.runs.records import RequestRecord, RunResult
 from sglang_fair.workloads.model import Call, Program, Workload
 from sglang_fair.workloads.validate import check_workload

@@ -5,9 +5,10 @@ SGLang function whose source carries the same call when SGLang is built with
 ``patches/`` applied (None: only the plugin installs it). The plugin
 registers every entry on a stock SGLang, and on a patched one only the
 entries no patch carries. ``tests/binding/test_hooks.py`` holds the table
-against the patch series and the docs; ``unapplied`` lets a scheduler refuse
-to start when SGLang could not apply a hook it relies on (HookRegistry logs
-such a failure and goes on). A few targets depend on the installed release
+against the patch series and the docs; the plugin records what it registered
+(``common/applied_hooks.py``) so that a scheduler can refuse to start when
+SGLang could not apply a hook it relies on (HookRegistry logs such a failure
+and goes on). A few targets depend on the installed release
 (``version.SUPPORTED_SGLANG``): where an older release lacks the function a
 hook wraps, the table names the nearest one that carries the same call.
 """
@@ -15,14 +16,11 @@ hook wraps, the table names the nearest one that carries the same call.
 from __future__ import annotations
 
 import importlib.util
-import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from sglang.srt.plugins import hook_registry
 from sglang.srt.plugins.hook_registry import HookType
 
-_REGISTRY_FILE = hook_registry.__file__
+from sglang_fair.binding.common.applied_hooks import Hook
+
 _SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
 _TOKENIZER = "sglang.srt.managers.tokenizer_manager.TokenizerManager"
 _OPENAI_BASE = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase"
@@ -41,65 +39,59 @@ _ABORT_SENDER = f"{_SCHEDULER}.send_abort_output"
 _ABORT_SENDER_BEFORE_0_5_23 = "sglang.srt.managers.scheduler_components.output_sender.SenderWrapper.send_output"
 
 
-@dataclass(frozen=True)
-class Hook:
-    target: str  # the SGLang function or class, as HookRegistry resolves it
-    function: Callable
-    kind: HookType
-    side: str  # "scheduler" (fair policies), "router" (--dp), "ray" (--use-ray) or "cpu" (ranks on CPU cores)
-    patched_in: str | None = None  # the SGLang function patches/ changes to carry it
-
-
 def hook_table() -> list[Hook]:
     """All hooks; the Ray backend's only where Ray is installed (SGLang's --use-ray needs it)."""
-    from sglang_fair.binding import (admin, admission_gate, cli, client_keys, cpu_threads, dp_controller, identity,
-                                     router_cli, router_feedback, router_health, scheduler_hooks, validation)
-    from sglang_fair.binding.schedule_policy import FairSchedulePolicy
-    from sglang_fair.binding.version import release_before, sends_aborts_inline
+    from sglang_fair.binding.common import cpu_threads
+    from sglang_fair.binding.common.version import release_before, sends_aborts_inline
+    from sglang_fair.binding.controller import router_binding
+    from sglang_fair.binding.http import (admin_routes, client_keys, fair_options, health, identity, router_options,
+                                          server_info, throttle_response, validation)
+    from sglang_fair.binding.scheduler import accounting, admin_settings, admission_gate, router_reports
+    from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
 
     after, before, around, replace = HookType.AFTER, HookType.BEFORE, HookType.AROUND, HookType.REPLACE
     s = "scheduler"
     abort_sender = _ABORT_SENDER_BEFORE_0_5_23 if sends_aborts_inline() else _ABORT_SENDER
     if release_before("0.5.22"):  # SGLang 0.5.21 lacks these seams; the nearest function that carries each
-        adder = Hook("sglang.srt.managers.scheduler.PrefillAdder", scheduler_hooks.pass_prefill_adder(), replace, s,
+        adder = Hook("sglang.srt.managers.scheduler.PrefillAdder", accounting.pass_prefill_adder(), replace, s,
                      f"{_SCHEDULER}._get_new_batch_prefill_raw")
         generate = Hook(f"{_HTTP}.launch_server", identity.identify_generate_route, before, s,
                         f"{_HTTP}.generate_request")
-        settings = [Hook(f"{_SCHEDULER}.set_internal_state", admin.set_fair_settings, around, s),
-                    Hook(f"{_SCHEDULER}.get_internal_state", admin.report_fair_settings, after, s)]
-        server_info = Hook(f"{_HTTP}.launch_server", router_cli.describe_router_on_route, before, "router")
+        settings = [Hook(f"{_SCHEDULER}.set_internal_state", admin_settings.set_fair_settings, around, s),
+                    Hook(f"{_SCHEDULER}.get_internal_state", admin_settings.report_fair_settings, after, s)]
+        server_info = Hook(f"{_HTTP}.launch_server", server_info.describe_router_on_route, before, "router")
         router_process = [Hook("sglang.srt.entrypoints.engine.Engine._launch_scheduler_processes",
-                               dp_controller.controller_process_loads_plugins, around, "router")]
+                               router_binding.controller_process_loads_plugins, around, "router")]
     else:
-        adder = Hook(f"{_SCHEDULER}.get_prefill_adder_class", scheduler_hooks.fair_prefill_adder, after, s,
+        adder = Hook(f"{_SCHEDULER}.get_prefill_adder_class", accounting.fair_prefill_adder, after, s,
                      f"{_SCHEDULER}.get_prefill_adder_class")
         generate = Hook(f"{_HTTP}.serve_generate_request", identity.client_from_generate_headers, before, s,
                         f"{_HTTP}.serve_generate_request")
-        settings = [Hook(f"{_INTERNAL_STATE}._update_handlers", admin.accept_fair_settings, after, s),
-                    Hook(f"{_INTERNAL_STATE}.get_internal_state", admin.report_fair_settings, after, s)]
-        server_info = Hook("sglang.srt.utils.common.build_server_info", router_cli.describe_router, after, "router")
+        settings = [Hook(f"{_INTERNAL_STATE}._update_handlers", admin_settings.accept_fair_settings, after, s),
+                    Hook(f"{_INTERNAL_STATE}.get_internal_state", admin_settings.report_fair_settings, after, s)]
+        server_info = Hook("sglang.srt.utils.common.build_server_info", server_info.describe_router, after, "router")
         router_process = []  # the controller process loads plugins itself
     table = [
-        Hook(f"{_SERVER_ARGS}.add_cli_args", cli.extend_cli, after, s, f"{_SERVER_ARGS}.add_cli_args"),
-        Hook(f"{_SERVER_ARGS}.from_cli_args", cli.capture_options, after, s, f"{_SERVER_ARGS}.from_cli_args"),
+        Hook(f"{_SERVER_ARGS}.add_cli_args", fair_options.extend_cli, after, s, f"{_SERVER_ARGS}.add_cli_args"),
+        Hook(f"{_SERVER_ARGS}.from_cli_args", fair_options.capture_options, after, s, f"{_SERVER_ARGS}.from_cli_args"),
         Hook("sglang.srt.managers.schedule_policy.SchedulePolicy", FairSchedulePolicy, replace, s,
              f"{_SCHEDULER}.init_schedule_policy"),
-        Hook(f"{_SCHEDULER}._add_request_to_queue", scheduler_hooks.note_queued, after, s,
+        Hook(f"{_SCHEDULER}._add_request_to_queue", accounting.note_queued, after, s,
              f"{_SCHEDULER}._add_request_to_queue"),
         adder,
         Hook(f"{_SCHEDULER}._get_new_batch_prefill_raw", admission_gate.gate_prefill_admission, around, s,
              f"{_SCHEDULER}._get_new_batch_prefill_raw"),
         Hook("sglang.srt.lora.lora_drainer.LoRADrainer.update_draining_state",
              admission_gate.plain_queue_for_lora_drainer, around, s),
-        Hook(f"{_SCHEDULER}.process_batch_result", scheduler_hooks.charge_outputs, after, s,
+        Hook(f"{_SCHEDULER}.process_batch_result", accounting.charge_outputs, after, s,
              f"{_SCHEDULER}.process_batch_result"),
-        Hook(f"{_SCHEDULER}.abort_request", scheduler_hooks.note_aborts, after, s, f"{_SCHEDULER}.abort_request"),
-        Hook(f"{_SCHEDULER}.on_idle", scheduler_hooks.refresh_when_idle, before, s),
-        Hook(f"{_SCHEDULER}._abort_on_queued_limit", scheduler_hooks.throttle_arrivals, around, s,
+        Hook(f"{_SCHEDULER}.abort_request", accounting.note_aborts, after, s, f"{_SCHEDULER}.abort_request"),
+        Hook(f"{_SCHEDULER}.on_idle", accounting.refresh_when_idle, before, s),
+        Hook(f"{_SCHEDULER}._abort_on_queued_limit", accounting.throttle_arrivals, around, s,
              f"{_SCHEDULER}._abort_on_queued_limit"),
-        Hook(f"{_TOKENIZER}._handle_abort_finish_reason", scheduler_hooks.retry_after_header, around, s,
+        Hook(f"{_TOKENIZER}._handle_abort_finish_reason", throttle_response.retry_after_header, around, s,
              f"{_TOKENIZER}._handle_abort_finish_reason"),
-        Hook(f"{_HTTP}.launch_server", scheduler_hooks.install_throttle_handler, before, s,
+        Hook(f"{_HTTP}.launch_server", throttle_response.install_throttle_handler, before, s,
              f"{_HTTP}.launch_server"),
         Hook(f"{_TOKENIZER}._create_tokenized_object", validation.refuse_out_of_vocab_ids, before, s,
              f"{_TOKENIZER}._create_tokenized_object"),
@@ -109,28 +101,28 @@ def hook_table() -> list[Hook]:
         Hook(f"{_OPENAI_BASE}.extract_routing_key", identity.openai_client_key, around, s,
              f"{_OPENAI_BASE}.extract_routing_key"),
         Hook(f"{_HTTP}._wait_and_warmup", client_keys.keyless_while_warming_up, around, s),
-        Hook(f"{_HTTP}.launch_server", admin.install_admin_routes, before, s),
+        Hook(f"{_HTTP}.launch_server", admin_routes.install_admin_routes, before, s),
         *settings,
-        # The data-parallel router (binding/dp_controller.py): no patch carries it.
-        Hook(f"{_SERVER_ARGS}.add_cli_args", router_cli.extend_cli, after, "router"),
-        Hook(f"{_SERVER_ARGS}.from_cli_args", router_cli.prepare_router_args, before, "router"),
-        Hook(f"{_DPC}.LoadBalanceMethod.from_str", router_cli.resolve_method, around, "router"),
+        # The data-parallel router (binding/controller/router_binding.py): no patch carries it.
+        Hook(f"{_SERVER_ARGS}.add_cli_args", router_options.extend_cli, after, "router"),
+        Hook(f"{_SERVER_ARGS}.from_cli_args", router_options.prepare_router_args, before, "router"),
+        Hook(f"{_DPC}.LoadBalanceMethod.from_str", router_binding.resolve_method, around, "router"),
         server_info,
-        Hook(f"{_HTTP}.launch_server", router_health.install_health_check, before, "router"),
+        Hook(f"{_HTTP}.launch_server", health.install_health_check, before, "router"),
         *router_process,
-        Hook(f"{_DPC}.DataParallelController.__init__", dp_controller.init_controller, around, "router"),
-        Hook(f"{_DPC}.DataParallelController.event_loop", dp_controller.run_event_loop, around, "router"),
-        Hook(f"{_SCHEDULER}.__init__", router_feedback.announce_worker, after, "router"),
-        Hook(_STREAMER, router_feedback.report_finished, after, "router"),
-        Hook(abort_sender, router_feedback.report_aborted, after, "router"),
+        Hook(f"{_DPC}.DataParallelController.__init__", router_binding.init_controller, around, "router"),
+        Hook(f"{_DPC}.DataParallelController.event_loop", router_binding.run_event_loop, around, "router"),
+        Hook(f"{_SCHEDULER}.__init__", router_reports.announce_worker, after, "router"),
+        Hook(_STREAMER, router_reports.report_finished, after, "router"),
+        Hook(abort_sender, router_reports.report_aborted, after, "router"),
         # Inert unless the router holds requests (SGLANG_FAIR_ROUTER_LATE_BINDING).
-        Hook(f"{_SCHEDULER}.get_new_batch_prefill", router_feedback.report_admitted, after, "router"),
-        Hook(f"{_SCHEDULER}.process_batch_result", router_feedback.report_progress, after, "router"),
+        Hook(f"{_SCHEDULER}.get_new_batch_prefill", router_reports.report_admitted, after, "router"),
+        Hook(f"{_SCHEDULER}.process_batch_result", router_reports.report_progress, after, "router"),
         # Any multi-rank CPU server, whatever its policy: SGLang binds rank threads only on AMX or arm64.
         Hook("sglang.srt.distributed.bootstrap._init_cpu_threads_env", cpu_threads.pin_rank_threads, around, "cpu"),
     ]
     if importlib.util.find_spec("ray") is not None:
-        from sglang_fair.binding import ray_backend
+        from sglang_fair.binding.ray import backend as ray_backend
 
         table += [
             Hook(f"{_RAY_ENGINE}._launch_scheduler_processes", ray_backend.join_ray, before, "ray"),
@@ -138,9 +130,9 @@ def hook_table() -> list[Hook]:
                  "ray"),
             Hook("sglang.srt.observability.cpu_monitor.start_cpu_monitor_thread",
                  ray_backend.one_cpu_monitor_per_process, around, "ray"),
-            Hook("sglang.srt.ray.http_server.launch_server", scheduler_hooks.install_throttle_handler, before, "ray"),
-            Hook("sglang.srt.ray.http_server.launch_server", admin.install_admin_routes, before, "ray"),
-            Hook("sglang.srt.ray.http_server.launch_server", router_health.install_health_check, before, "ray"),
+            Hook("sglang.srt.ray.http_server.launch_server", throttle_response.install_throttle_handler, before, "ray"),
+            Hook("sglang.srt.ray.http_server.launch_server", admin_routes.install_admin_routes, before, "ray"),
+            Hook("sglang.srt.ray.http_server.launch_server", health.install_health_check, before, "ray"),
         ]
         # SGLang 0.5.21's route wraps; Ray's launch_server does not call http_server's.
         table += [Hook("sglang.srt.ray.http_server.launch_server", hook.function, before, "ray", hook.patched_in)
@@ -151,21 +143,3 @@ def hook_table() -> list[Hook]:
 def hooks_to_register(patched_sglang: bool) -> list[Hook]:
     """What the plugin registers: everything, or on a patched SGLang what no patch carries."""
     return [hook for hook in hook_table() if not (patched_sglang and hook.patched_in)]
-
-
-def unapplied(hooks: list[Hook]) -> list[str]:
-    """Targets of ``hooks`` that SGLang has not wrapped (or replaced) in this process."""
-    missing = []
-    for hook in hooks:
-        try:
-            current = pkgutil.resolve_name(hook.target)
-        except (ImportError, AttributeError):
-            missing.append(hook.target)
-            continue
-        if hook.kind is HookType.REPLACE:
-            applied = current is hook.function
-        else:  # HookRegistry's wrapper, not merely some decorator of SGLang's own
-            applied = getattr(getattr(current, "__code__", None), "co_filename", "") == _REGISTRY_FILE
-        if not applied:
-            missing.append(hook.target)
-    return missing

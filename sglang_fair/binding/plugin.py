@@ -4,7 +4,7 @@ SGLang calls ``register`` in every process it starts (launcher, HTTP server,
 schedulers, DP controller, detokenizer) and then applies the hooks. Set
 ``SGLANG_PLUGINS`` to a list without ``sglang_fair`` to turn the plugin off.
 An SGLang release the binding does not support stops the process at once
-(``binding/version.py``), before any hook is registered.
+(``common/version.py``), before any hook is registered.
 An SGLang built with ``patches/`` applied calls the scheduler's functions from
 its own source; the plugin then registers only what the patches do not carry
 (``binding/hooks.py`` is the table of both).
@@ -22,8 +22,9 @@ logger = logging.getLogger(__name__)
 def register() -> None:
     from sglang.srt.managers import schedule_policy
 
+    from sglang_fair.binding.common.applied_hooks import record_registered
+    from sglang_fair.binding.common.version import UnsupportedSGLang, check_sglang
     from sglang_fair.binding.hooks import hooks_to_register
-    from sglang_fair.binding.version import UnsupportedSGLang, check_sglang
 
     try:
         check_sglang()
@@ -33,5 +34,7 @@ def register() -> None:
     patched = getattr(schedule_policy, "SGLANG_FAIR_BUILTIN", False)
     if patched:
         logger.info("sglang-fair: fair scheduling built into this SGLang (patches/); hooking what the patches do not carry")
-    for hook in hooks_to_register(patched):
+    hooks = hooks_to_register(patched)
+    for hook in hooks:
         HookRegistry.register(hook.target, hook.function, hook.kind)
+    record_registered(hooks)

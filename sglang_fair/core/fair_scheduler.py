@@ -30,7 +30,8 @@ from sglang_fair.core.costs import CostFunction, make_cost
 from sglang_fair.core.isolation import LatencyIsolation
 from sglang_fair.core.ledger import ServiceLedger
 from sglang_fair.core.options import FairOptions, SettingsUpdate
-from sglang_fair.core.policies import Policy, ThrottleDecision, make_policy
+from sglang_fair.core.policies import Policy, make_policy
+from sglang_fair.core.throttle import ThrottleDecision
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
 
 
@@ -128,6 +129,16 @@ class FairScheduler:
         act.queued -= 1
         if act.queued == 0:
             self.policy.on_queue_left(req.client)
+
+    def hold_downstream(self, client: str) -> None:
+        """A request admitted here waits on in a queue beyond this scheduler (a worker's local
+        queue, under a router): its client counts as queued until ``release_downstream``, so
+        a refill cannot pass a client whose request is stuck there."""
+        self.activity[client].queued += 1
+
+    def release_downstream(self, client: str) -> None:
+        """The queue beyond this scheduler admitted (or dropped) a request ``hold_downstream`` counted."""
+        self.activity[client].queued -= 1
 
     # -- admission ------------------------------------------------------------
     def order(self, queue: list[TrackedRequest]) -> list[TrackedRequest]:

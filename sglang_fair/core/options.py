@@ -11,7 +11,10 @@ import math
 from dataclasses import dataclass, field
 
 from sglang_fair.core.clients import is_client_id, normalize_client_id
+from sglang_fair.core.costs import COSTS
 from sglang_fair.core.errors import OptionError
+from sglang_fair.core.policies import POLICIES
+from sglang_fair.core.throttle import check_request_limit
 
 # Defaults: w_in/w_e = 1 and w_out/w_q = 2 as in both papers.
 DEFAULT_QUANTUM = 2048.0
@@ -45,9 +48,6 @@ class FairOptions:
         self.validate()
 
     def validate(self) -> None:
-        from sglang_fair.core.costs import COSTS
-        from sglang_fair.core.policies import POLICIES
-
         if self.policy not in POLICIES:
             raise OptionError(
                 f"--fair-policy/--policy: unknown policy {self.policy!r}; "
@@ -136,8 +136,6 @@ class SettingsUpdate:
 
 
 def _throttle(body: object) -> dict:
-    from sglang_fair.core.throttle import check_request_limit  # lazily, as validate(): throttle imports the policies
-
     if not isinstance(body, dict):
         raise OptionError(f"throttle must be an object with {', '.join(THROTTLE_SETTINGS)}")
     unknown = sorted(set(body) - set(THROTTLE_SETTINGS))
@@ -160,7 +158,6 @@ def _throttle(body: object) -> dict:
     if "user_limits" in out:
         out["user_limits"] = {normalize_client_id(raw): limit for raw, limit in limits.items()}
     return out
-
 
 
 def parse_client_weights(text: str | None) -> dict[str, float]:

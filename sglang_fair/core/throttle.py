@@ -17,7 +17,16 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from sglang_fair.core.errors import OptionError
-from sglang_fair.core.policies.base import ThrottleDecision
+
+
+@dataclass(frozen=True)
+class ThrottleDecision:
+    """Refuse an arriving request: the backend answers HTTP 429 with Retry-After."""
+
+    reason: str  # e.g. "user-limit", "app-limit"
+    retry_after_s: float  # seconds until the request would be under the limit
+    message: str  # human-readable, names the limit that was hit
+
 
 # A Retry-After below this is rounded up: clients should not retry at once.
 MIN_RETRY_AFTER_S = 1.0

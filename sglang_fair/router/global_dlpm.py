@@ -421,7 +421,7 @@ class GlobalDLPMRouter(IndexedRouter):
         self.fair.admit(tracked, cached)
         # Until a worker admits it, the request still waits: its client counts as
         # queued, so CHECKREFILL cannot refill others past a client stuck in a local queue.
-        self.fair.activity[tracked.client].queued += 1
+        self.fair.hold_downstream(tracked.client)
         self._record(held.rid, held.client, worker, len(held.tokens))
         uncached = len(held.tokens) - cached
         self.local[worker][held.rid] = uncached
@@ -455,7 +455,7 @@ class GlobalDLPMRouter(IndexedRouter):
             self.local_tokens[worker] -= tokens
             tracked = self.tracked.get(rid)
             if tracked is not None:
-                self.fair.activity[tracked.client].queued -= 1
+                self.fair.release_downstream(tracked.client)
 
     def _collect_idle(self) -> None:
         # The cluster DLPM forgets idle clients itself; a sweep at most once a second.

@@ -69,9 +69,9 @@ def admission_pass(policy, tree, alloc, queue: list, rem_input_tokens: int, rem_
     from sglang.srt.managers.schedule_batch import ScheduleBatch
     from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder
 
-    from sglang_fair.binding.schedule_policy import FairSchedulePolicy
-    from sglang_fair.binding.admission_gate import _AdmissionQueue
-    from sglang_fair.binding.scheduler_hooks import _make_adder_class
+    from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
+    from sglang_fair.binding.scheduler.admission_gate import _AdmissionQueue
+    from sglang_fair.binding.scheduler.accounting import _make_adder_class
 
     fair = isinstance(policy, FairSchedulePolicy)
     adder_cls = _make_adder_class(PrefillAdder, policy) if fair else PrefillAdder

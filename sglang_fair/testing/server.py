@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.binding.cpu_threads import BIND_ENV, bind_groups
-from sglang_fair.launch_server import CPU_OPTIONS
+from sglang_fair.binding.common.cpu_threads import BIND_ENV, bind_groups
 from sglang_fair.ports import free_port_run, port_free
-from sglang_fair.testing.tiny_model import ensure_tiny_model
+from sglang_fair.tiny_cpu import CPU_OPTIONS, ensure_tiny_model
 
 # Flags every CPU launch needs: the launcher's --tiny-cpu set.
 CPU_FLAGS = tuple(part for option in CPU_OPTIONS for part in option)

@@ -51,7 +51,7 @@ def _after_request(server, client: str, service_before: float) -> tuple[float, f
         service = _series(server, "client_service_total", client)
         running = _series(server, "client_running_requests", client)
         if service is not None and service > service_before and running == 0:
-            return _series(server, "client_counter", client), service
+            return _series(server, "client_policy_state", client), service
         time.sleep(0.25)
     raise AssertionError(f"/metrics never showed {client}'s request")
 

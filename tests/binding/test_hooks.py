@@ -13,16 +13,26 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def test_every_hook_is_applied_in_a_process_with_the_plugin(sglang_runtime):
-    from sglang_fair.binding.hooks import hook_table, unapplied
+    from sglang_fair.binding.common.applied_hooks import unapplied
+    from sglang_fair.binding.hooks import hook_table
 
     assert unapplied(hook_table()) == []
+
+
+def test_the_plugin_records_what_it_registered_for_the_scheduler_check(sglang_runtime):
+    from sglang_fair.binding.common.applied_hooks import registered
+    from sglang_fair.binding.hooks import hook_table
+
+    scheduler = "sglang.srt.managers.scheduler."
+    expected = [hook for hook in hook_table() if hook.side == "scheduler" and hook.target.startswith(scheduler)]
+    assert expected and registered("scheduler", scheduler) == expected
 
 
 def test_unapplied_names_a_target_sglang_did_not_wrap(sglang_runtime):
     from sglang.srt.plugins.hook_registry import HookType
 
-    from sglang_fair.binding.hooks import Hook, unapplied
-    from sglang_fair.binding.scheduler_hooks import note_queued
+    from sglang_fair.binding.common.applied_hooks import Hook, unapplied
+    from sglang_fair.binding.scheduler.accounting import note_queued
 
     stray = Hook("sglang.srt.managers.scheduler.Scheduler.get_next_batch_to_run", note_queued, HookType.AFTER,
                  "scheduler")

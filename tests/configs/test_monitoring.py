@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sglang_fair.binding.metrics import SERIES
+from sglang_fair.binding.scheduler.client_metrics import SERIES
 from tests.configs.monitoring import metric_names, panels
 
 _SUFFIXES = {"counter": ["_total"], "gauge": [""], "histogram": ["_bucket", "_sum", "_count"]}
@@ -14,7 +14,7 @@ _SUFFIXES = {"counter": ["_total"], "gauge": [""], "histogram": ["_bucket", "_su
 def _exported() -> set[str]:
     names = {f"sglang_fair_{name}{suffix}" for name, (kind, _) in SERIES.items() for suffix in _SUFFIXES[kind]}
     names.add("sglang_fair_quantum")
-    source = (Path(__file__).resolve().parents[2] / "sglang_fair" / "binding" / "router_metrics.py").read_text()
+    source = (Path(__file__).resolve().parents[2] / "sglang_fair" / "binding" / "controller" / "router_metrics.py").read_text()
     return names | {f"sglang_fair_{n}" for n in re.findall(r'(router_[a-z_]+)"', source)}
 
 
@@ -35,3 +35,24 @@ def test_the_dashboard_covers_every_per_client_series() -> None:
     used = set().union(*(metric_names(t["expr"]) for p in panels() for t in p["targets"]))
     for name in SERIES:
         assert any(u.startswith(f"sglang_fair_{name}") for u in used), name
+
+
+def documented_series() -> set[str]:
+    """Every series docs/configuration.md lists in its metric tables."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    return set(re.findall(r"^\| `(sglang_fair_[a-z_]+)` \|", text, re.M))
+
+
+def test_every_documented_series_is_exported_and_on_the_dashboard() -> None:
+    documented = documented_series()
+    assert {"sglang_fair_client_service_total", "sglang_fair_router_client_deficit",
+            "sglang_fair_router_unrouted_requests"} <= documented
+    exported = _exported()
+    used = set().union(*(metric_names(t["expr"]) for p in panels() for t in p["targets"]))
+    for name in documented:
+        family = {name, f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+        assert family & exported, f"{name} is documented but not exported"
+        assert family & used, f"{name} is documented but on no dashboard panel"
+    no_gauge_named_like_a_counter = [n for n, (kind, _) in SERIES.items()
+                                     if kind == "gauge" and n.endswith(("_counter", "_total"))]
+    assert not no_gauge_named_like_a_counter

@@ -20,7 +20,7 @@ from tests.support.patched_sglang import PATCHES_DIR, build_patched_tree, patch_
 
 
 def test_patches_hold_one_series_per_supported_release():
-    from sglang_fair.binding.version import SUPPORTED_SGLANG
+    from sglang_fair.binding.common.version import SUPPORTED_SGLANG
 
     assert sorted(p.name for p in PATCHES_DIR.iterdir() if p.is_dir()) == sorted(SUPPORTED_SGLANG)
     names = [p.name for p in patch_series(SUPPORTED_SGLANG[-1])]

@@ -17,7 +17,7 @@ from sglang_fair.testing.server import (
     pick_free_port,
     process_group_alive,
 )
-from sglang_fair.testing.tiny_model import TinyLlamaSpec
+from sglang_fair.tiny_cpu import TinyLlamaSpec
 
 VOCAB = TinyLlamaSpec().vocab_size
 FIRST_PLAIN_ID = 3  # ids 0-2 are <s>, </s>, <pad>

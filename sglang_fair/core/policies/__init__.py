@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from sglang_fair.core.errors import OptionError
 
-from sglang_fair.core.policies.base import Policy, ThrottleDecision
+from sglang_fair.core.policies.base import Policy
 from sglang_fair.core.policies.dlpm import DLPMPolicy
 from sglang_fair.core.policies.fairserve import FairServePolicy
 from sglang_fair.core.policies.fcfs import FCFSPolicy
@@ -43,4 +43,4 @@ def check_policy_config(options) -> None:
         make_policy(replace(options, policy=section), {})
 
 
-__all__ = ["CONFIG_SECTIONS", "POLICIES", "Policy", "ThrottleDecision", "check_policy_config", "make_policy"]
+__all__ = ["CONFIG_SECTIONS", "POLICIES", "Policy", "check_policy_config", "make_policy"]

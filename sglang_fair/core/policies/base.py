@@ -12,23 +12,14 @@ from __future__ import annotations
 import time
 from abc import ABC
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from sglang_fair.core.errors import OptionError
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
+from sglang_fair.core.throttle import ThrottleDecision
 
 if TYPE_CHECKING:  # options validate policy names, so policies must not import options at run time
     from sglang_fair.core.options import FairOptions
-
-
-@dataclass(frozen=True)
-class ThrottleDecision:
-    """Refuse an arriving request: the backend answers HTTP 429 with Retry-After."""
-
-    reason: str  # e.g. "user-limit", "app-limit"
-    retry_after_s: float  # seconds until the request would be under the limit
-    message: str  # human-readable, names the limit that was hit
 
 
 class Policy(ABC):

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from sglang_fair.core.apps import ProfileBook, normalize_app_id
 from sglang_fair.core.clients import normalize_client_id
 from sglang_fair.core.errors import OptionError
-from sglang_fair.core.policies.base import ThrottleDecision
+from sglang_fair.core.throttle import ThrottleDecision
 from sglang_fair.core.policies.vtc import VTCPolicy
 from sglang_fair.core.policy_config import number, policy_section
 from sglang_fair.core.requests import RequestState, TrackedRequest

@@ -11,7 +11,7 @@ import os
 
 if os.environ.get("SGLANG_FAIR_TEST_FAULTS") == "1":
     try:
-        from sglang_fair.binding import schedule_policy as _policy
+        from sglang_fair.binding.scheduler import schedule_policy as _policy
         from sglang_fair.core import fair_scheduler as _core
     except ImportError:  # a process without SGLang installed (none in these tests)
         pass

@@ -1,0 +1,11 @@
+"""The data-parallel controller process (``--dp N``; a thread of the main process under ``--use-ray``).
+
+What of ours runs here: ``router_binding`` puts a router of
+``sglang_fair.router`` in place of the controller's dispatch (AROUND
+``DataParallelController.__init__`` and ``event_loop``,
+``LoadBalanceMethod.from_str``); ``router_sockets`` binds the workers'
+report channel and KV event sockets; ``kv_events`` turns SGLang's KV events
+into the router's cache feedback; ``worker_liveness`` and ``worker_sockets``
+notice dead workers and keep them from blocking the controller;
+``router_metrics`` exports the router's state to Prometheus.
+"""

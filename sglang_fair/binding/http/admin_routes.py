@@ -1,0 +1,84 @@
+"""Run-time admin: read and change the fair settings without a restart.
+
+``GET /fair/settings`` answers each data-parallel rank's settings in force;
+``POST /fair/settings`` with ``{"quantum": Q, "client_weights": {"alice": 2},
+"throttle": {"user_limit": 100}}`` changes them on every rank (weights and
+per-client limits are merged: clients not named keep theirs; throttle limits
+only where the policy throttles, FairServe) and answers the new settings.
+Both need SGLang's admin key (``--admin-api-key``, sent as ``Authorization:
+Bearer KEY``); with no admin key configured they answer 403, as SGLang's
+other admin-only endpoints do, saying how to configure one. A weight of
+``null`` removes the client's weight (back to 1); an id the identity rule
+would rewrite is refused with 400 naming it.
+
+The change travels SGLang's own admin path, ``SetInternalStateReq``, under
+the key ``fair_settings``: each scheduler validates it again and applies it
+to its FairScheduler, effective from its next scheduling pass, and logs it.
+Under ``--dp`` the router's cluster-wide DLPM (``d2lpm_global``) takes the
+same change as the request passes the data-parallel controller. The settings
+show on ``/server_info`` (``internal_states[i].fair``) and on ``/metrics``
+(``sglang_fair_client_weight``, ``sglang_fair_quantum``).
+
+Hook: ``install_admin_routes`` BEFORE ``http_server.launch_server`` (and
+``ray.http_server.launch_server``). The schedulers' side is
+``scheduler/admin_settings.py``.
+"""
+
+# No ``from __future__ import annotations``: FastAPI must see the handlers'
+# ``Request`` annotation as the class, and it is imported inside a function.
+from http import HTTPStatus
+
+from sglang_fair.binding.common.settings import ADMIN_SETTINGS_KEY
+from sglang_fair.core import SettingsUpdate
+
+ROUTE = "/fair/settings"
+
+
+def install_admin_routes(*args, **kwargs) -> None:
+    from fastapi import Request
+    from fastapi.responses import ORJSONResponse
+    from sglang.srt.entrypoints import http_server
+    from sglang.srt.managers.io_struct import SetInternalStateReq
+    from sglang.srt.utils.auth import AuthLevel, auth_level
+
+    server_args = args[0] if args else kwargs.get("server_args")
+    if not getattr(server_args, "admin_api_key", None):
+        async def admin_api_off() -> ORJSONResponse:
+            return ORJSONResponse({"error": f"{ROUTE} is off: this server has no admin key; start it with "
+                                            "--admin-api-key KEY and send Authorization: Bearer KEY"},
+                                  status_code=HTTPStatus.FORBIDDEN)
+
+        http_server.app.add_api_route(ROUTE, admin_api_off, methods=["GET", "POST", "PUT"])
+        return None
+
+    def manager():
+        return http_server._global_state.tokenizer_manager
+
+    async def current() -> list:
+        return [state.get("fair") for state in await manager().get_internal_state()]
+
+    @auth_level(AuthLevel.ADMIN_FORCE)
+    async def read_settings() -> ORJSONResponse:
+        return ORJSONResponse({"ranks": await current()})
+
+    @auth_level(AuthLevel.ADMIN_FORCE)
+    async def change_settings(request: Request) -> ORJSONResponse:
+        try:
+            update = SettingsUpdate.parse(await request.json())
+        except ValueError as exc:  # OptionError, and malformed JSON (json.JSONDecodeError)
+            return ORJSONResponse({"error": str(exc)}, status_code=HTTPStatus.BAD_REQUEST)
+        if update.throttle:
+            unthrottled = sorted({rank["policy"] for rank in await current() if rank and "throttle" not in rank})
+            if unthrottled:
+                return ORJSONResponse({"error": f"throttle limits apply to fairserve; this server runs "
+                                                f"{', '.join(unthrottled)}"}, status_code=HTTPStatus.BAD_REQUEST)
+        applied = await manager().set_internal_state(SetInternalStateReq(server_args={ADMIN_SETTINGS_KEY: update.as_json()}))
+        if not all(applied):
+            refused = [rank for rank, ok in enumerate(applied) if not ok]
+            return ORJSONResponse({"error": f"dp ranks {refused} refused the change; see their logs"},
+                                  status_code=HTTPStatus.CONFLICT)
+        return ORJSONResponse({"ranks": await current()})
+
+    http_server.app.add_api_route(ROUTE, read_settings, methods=["GET"])
+    http_server.app.add_api_route(ROUTE, change_settings, methods=["POST", "PUT"])
+    return None

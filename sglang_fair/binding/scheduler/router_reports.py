@@ -1,0 +1,177 @@
+"""The completion side channel, scheduler side: each worker tells the router what finished.
+
+Hooks (listed in ``binding/hooks.py``, active only in a
+scheduler whose environment names the router's address in
+``SGLANG_FAIR_ROUTER_FEEDBACK``):
+
+The messages are ``common/worker_reports.py``'s structs.
+
+* AFTER ``Scheduler.__init__``: ``Hello(rank, pid)``, so the controller can
+  watch the process.
+* AFTER ``SchedulerOutputStreamer.stream_output`` and
+  ``Scheduler.send_abort_output`` (before SGLang 0.5.23, the tokenizer
+  socket's ``SenderWrapper.send_output``): ``Done(rank, [(rid, client, output
+  tokens)])`` for finished, rejected or aborted requests; ``Beat(rank)``
+  every few seconds from a worker busy with long requests.
+
+Only for a router that holds requests (late binding; the controller sets
+``SGLANG_FAIR_ROUTER_LATE_BINDING=1`` for the schedulers), two more, so that
+the router knows when a worker's local queue has room again and what each
+client has received:
+
+* ``report_admitted`` AFTER ``Scheduler.get_new_batch_prefill``: ``Admitted(
+  rank, [(rid, cached prompt tokens)])`` for requests entering a running batch
+  for the first time (a retracted request coming back is not reported again).
+* ``report_progress`` AFTER ``Scheduler.process_batch_result``: ``Progress(
+  rank, [(rid, output tokens so far)])``, one message for the batch's
+  unfinished requests that produced ``PROGRESS_EVERY_TOKENS`` tokens since
+  their last report (a batch decoding in step reports every few steps).
+
+Reports are pushed without ever blocking the worker: a full queue drops the
+report and counts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import zmq
+
+from sglang_fair.binding.common import settings, worker_reports
+from sglang_fair.binding.common.request_identity import client_of
+from sglang_fair.binding.common.sglang_fields import cached_prefix_len
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_S = 5.0  # a worker running batches reports at least this often
+# The router charges a request's output at most this many tokens late;
+# reporting every token would cost one message per decode step.
+PROGRESS_EVERY_TOKENS = 4
+
+_sender: zmq.Socket | None | bool = False  # False: not looked up yet in this process
+_late_binding: bool | None = None  # None: not read yet in this process
+_dropped = 0
+_last_sent = 0.0
+
+
+def _reports_late_binding() -> bool:
+    global _late_binding
+    if _late_binding is None:
+        _late_binding = settings.late_binding() and _feedback_sender() is not None
+    return _late_binding
+
+
+def _feedback_sender() -> zmq.Socket | None:
+    global _sender
+    if _sender is False:
+        endpoint = settings.feedback_address()
+        _sender = None
+        if endpoint:
+            from sglang.srt.runtime_context import get_parallel
+
+            parallel = get_parallel()
+            # One report per DP rank: from its first TP rank of the last PP stage.
+            if getattr(parallel, "tp_rank", 0) == 0 and getattr(parallel, "pp_rank", 0) == getattr(parallel, "pp_size", 1) - 1:
+                sock = zmq.Context.instance().socket(zmq.PUSH)
+                sock.setsockopt(zmq.SNDHWM, 100_000)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.connect(endpoint)
+                _sender = sock
+    return _sender
+
+
+def _send(report: type[worker_reports.Report], *fields) -> bool:
+    """Push one report (``report(rank, *fields)``) to the controller without ever blocking; False if dropped."""
+    sock = _feedback_sender()
+    if sock is None:
+        return True
+    from sglang.srt.runtime_context import get_parallel
+
+    global _last_sent
+    try:
+        sock.send(worker_reports.encoder.encode(report(get_parallel().dp_rank or 0, *fields)), flags=zmq.NOBLOCK)
+    except zmq.Again:
+        return False
+    _last_sent = time.monotonic()
+    return True
+
+
+def _send_reports(items: list[tuple], report: type[worker_reports.Report] = worker_reports.Done) -> None:
+    global _dropped
+    if items and not _send(report, items):
+        _dropped += len(items)
+        if _dropped == len(items) or _dropped % 10_000 < len(items):
+            logger.warning("sglang-fair: router feedback queue full, %d reports dropped", _dropped)
+
+
+def announce_worker(result, scheduler, *args, **kwargs):
+    """AFTER ``Scheduler.__init__``: tell the router which process serves this rank."""
+    if _feedback_sender() is not None:
+        _send(worker_reports.Hello, os.getpid())
+    return result
+
+
+def _report(req) -> tuple[str, str, int] | None:
+    if getattr(req, "_fair_router_reported", False):
+        return None
+    req._fair_router_reported = True
+    return (req.rid, client_of(getattr(req, "routing_key", None)), len(getattr(req, "output_ids", ()) or ()))
+
+
+def report_finished(result, streamer, reqs, *args, **kwargs):
+    if reqs and _feedback_sender() is not None:
+        items = [r for r in (_report(req) for req in reqs if req.finished()) if r is not None]
+        if items:
+            _send_reports(items)
+        elif time.monotonic() - _last_sent > HEARTBEAT_S:
+            _send(worker_reports.Beat)  # busy with long requests: still alive
+    return result
+
+
+def report_aborted(result, sender, abort_req, req=None, *args, **kwargs):
+    """AFTER the abort sender: ``Scheduler.send_abort_output(abort_req, req)``, or before SGLang
+    0.5.23 ``SenderWrapper.send_output(output, recv_obj)``, which sends other replies too."""
+    from sglang.srt.managers.io_struct import AbortReq
+
+    if req is not None and isinstance(abort_req, AbortReq) and _feedback_sender() is not None:
+        item = _report(req)
+        if item is not None:
+            _send_reports([item])
+    return result
+
+
+def report_admitted(plan, scheduler, *args, **kwargs):
+    """AFTER ``Scheduler.get_new_batch_prefill``: the batch's requests admitted for the first time.
+
+    ``prefix_len`` is the prompt prefix the worker found in its cache when it
+    admitted the request (what SGLang reports as ``cached_tokens``), so the
+    router can correct the charge it made from its own index.
+    """
+    batch = getattr(plan, "batch_to_run", None)
+    if batch is None or not _reports_late_binding():
+        return plan
+    items = []
+    for req in batch.reqs:
+        if not getattr(req, "_fair_router_admitted", False):
+            req._fair_router_admitted = True
+            items.append((req.rid, min(cached_prefix_len(req), len(req.origin_input_ids))))
+    _send_reports(items, worker_reports.Admitted)
+    return plan
+
+
+def report_progress(result, scheduler, batch, *args, **kwargs):
+    """AFTER ``Scheduler.process_batch_result``: cumulative output tokens of the batch's running
+    requests that produced ``PROGRESS_EVERY_TOKENS`` since their last report (finished ones
+    are reported as done)."""
+    if batch is None or not _reports_late_binding():
+        return result
+    items = []
+    for req in batch.reqs:
+        out = len(req.output_ids)
+        if not req.finished() and out - getattr(req, "_fair_router_progress", 0) >= PROGRESS_EVERY_TOKENS:
+            req._fair_router_progress = out
+            items.append((req.rid, out))
+    _send_reports(items, worker_reports.Progress)
+    return result

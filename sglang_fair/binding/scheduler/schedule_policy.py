@@ -1,0 +1,203 @@
+"""``FairSchedulePolicy``: SGLang's ``SchedulePolicy`` with a core FairScheduler inside.
+
+Installed as a class REPLACE of
+``sglang.srt.managers.schedule_policy.SchedulePolicy`` (built by
+``Scheduler.init_schedule_policy``). For a policy of ours (vtc, dlpm, ...) it
+lets SGLang do what it already does well, prefix matching and the LPM sort
+(``calc_priority`` with ``lpm`` for cache-aware policies, ``fcfs`` otherwise),
+and keeps the fairness state: a ``FairScheduler`` that every scheduler hook
+(``accounting``) feeds. For SGLang's own policies (lpm, fcfs, ...) the
+order and admission stay stock; the FairScheduler only accounts, so per-client
+metrics are comparable across policies.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sglang.srt.managers import schedule_policy as _stock_module
+from sglang.srt.managers.schedule_policy import SchedulePolicy as _StockSchedulePolicy
+from sglang.srt.managers.utils import is_health_check_generate_req
+
+from sglang_fair.binding.common import settings
+from sglang_fair.binding.common.applied_hooks import registered, unapplied
+from sglang_fair.binding.common.request_identity import decode_identity
+from sglang_fair.binding.common.settings import fair_policy_names
+from sglang_fair.binding.common.sglang_fields import cached_prefix_len
+from sglang_fair.binding.common.version import installed_sglang
+from sglang_fair.binding.scheduler.admission_loop_check import AdmissionBypassed, check_admission_loop
+from sglang_fair.core.fair_scheduler import FairScheduler
+from sglang_fair.core.policies import POLICIES
+from sglang_fair.core.requests import RequestState, TrackedRequest
+
+logger = logging.getLogger(__name__)
+
+
+class FairSchedulePolicy(_StockSchedulePolicy):
+    def __init__(self, policy: str, tree_cache, *args, **kwargs) -> None:
+        self.fair_policy = policy
+        # Our policies gate admission; SGLang's own keep stock behaviour.
+        self.gated = policy in fair_policy_names()
+        if self.gated:
+            base = "lpm" if POLICIES[policy].cache_aware else "fcfs"
+            options = settings.load_worker(policy)
+        else:
+            base = policy
+            # Accounting only: the cost weights still matter for metrics.
+            options = settings.load_worker("lpm" if policy == "lpm" else "fcfs")
+        super().__init__(base, tree_cache, *args, **kwargs)
+        self.fair = FairScheduler(options)
+        # Latency isolation, set for one admission pass: the starved clients it
+        # offers room first, and whether it may preempt for them (it started full).
+        self.isolating: set[str] = set()
+        self.preempting = False
+        # The admission gate (admission_gate.py): the queue of the pass in
+        # progress, and the candidate the walk offered last.
+        self.admission_queue = None
+        self.offered = None
+        patched = getattr(_stock_module, "SGLANG_FAIR_BUILTIN", False)  # built from patches/
+        if self.gated and not patched:
+            _check_binding()
+        self._next_idle_sweep = 0.0
+        logger.info(
+            "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s, isolation=%s, via %s",
+            policy,
+            "gated" if self.gated else "stock order, accounting only",
+            options.quantum,
+            options.input_weight,
+            options.output_weight,
+            self.fair.cost.name,
+            f"on (max {options.max_preemptions} preemptions a request)" if options.isolation else "off",
+            "the patched SGLang source (patches/)" if patched else "the plugin's hooks",
+        )
+
+    # -- request tracking (called from accounting) --------------------------
+    def track(self, req) -> TrackedRequest:
+        """The tracked view of an SGLang ``Req``; registers it on first sight."""
+        tracked = self.fair.requests.get(req.rid)
+        if tracked is None:
+            who = decode_identity(req.routing_key)
+            input_len = len(req.origin_input_ids)
+            tracked = self.fair.enqueue(
+                req.rid,
+                who.charged_client,
+                input_len,
+                payload=req,
+                app=who.app,
+                interaction=who.interaction,
+                stage=who.stage,
+                # The header cannot know the tokenized length: clamp, never refuse here.
+                system_len=min(who.system_tokens, input_len),
+                prompt=req.origin_input_ids,  # Justitia predicts demand from it (no copy)
+            )
+        return tracked
+
+    def throttle(self, req, kv_usage: float):
+        """FairServe's admission throttle for a newly arrived request (None: admit)."""
+        if req.rid in self.fair.requests or is_health_check_generate_req(req):
+            return None  # retracted/preempted (admitted once already) or SGLang's own health check
+        who = decode_identity(req.routing_key)
+        return self.fair.check_arrival(
+            who.charged_client, min(max(kv_usage, 0.0), 1.0), who.app, who.interaction
+        )
+
+    def on_queued(self, req) -> None:
+        """``req`` was appended to the waiting queue (new, retracted or preempted)."""
+        tracked = self.fair.requests.get(req.rid)
+        if tracked is None:
+            self.track(req)
+        elif tracked.state is RequestState.RUNNING:
+            self.fair.requeue(tracked)
+
+    def on_admitted(self, req) -> None:
+        tracked = self.track(req)
+        if tracked.state is RequestState.QUEUED:
+            # The prefix over everything it prefills: a re-admission's output counts as recomputed beyond it.
+            self.fair.admit(tracked, cached_prefix_len(req))
+
+    def on_progress(self, req) -> None:
+        tracked = self.fair.requests.get(req.rid)
+        if tracked is None:
+            return
+        self.fair.produced(tracked, len(req.output_ids))
+        if req.finished():
+            self.fair.finish(tracked)
+
+    def forget(self, req) -> None:
+        """``req`` leaves the fairness state without being charged further (it was failed)."""
+        tracked = self.fair.requests.get(req.rid)
+        if tracked is not None:
+            self.fair.finish(tracked)
+
+    def sweep_idle_clients(self) -> None:
+        """Drop idle clients' state, at most once a second (memory stays bounded; their
+        metrics series leave with the next refresh, which writes only known clients)."""
+        now = time.monotonic()
+        if now >= self._next_idle_sweep:
+            self._next_idle_sweep = now + 1.0
+            self.fair.collect_idle()
+
+    def reconcile_queue(self, waiting_queue: list) -> None:
+        """Bring the tracked queue in line with SGLang's after paths we do not hook.
+
+        Cheap when nothing changed (a count comparison); otherwise O(queue).
+        """
+        queued = sum(a.queued for a in self.fair.activity.values())
+        if queued == len(waiting_queue):
+            return
+        present = set()
+        for req in waiting_queue:
+            present.add(req.rid)
+            self.on_queued(req)
+        for tracked in [t for t in self.fair.requests.values() if t.state is RequestState.QUEUED]:
+            if tracked.rid not in present:
+                self.fair.finish(tracked)  # left the queue without running: aborted
+
+    def admission_order(self, waiting_queue: list):
+        """Candidates for this pass, as SGLang ``Req`` objects, from the core policy's walk
+        (the starved clients' first, in an isolation pass)."""
+        for candidate in self.fair.walk(_TrackedView(waiting_queue, self.track), self.isolating):
+            self.offered = candidate.payload
+            yield self.offered
+        self.offered = None
+
+
+def fair_policy(scheduler) -> FairSchedulePolicy | None:
+    """The scheduler's policy when it is ours (sglang-fair built in or hooked), else None."""
+    policy = getattr(scheduler, "policy", None)
+    return policy if isinstance(policy, FairSchedulePolicy) else None
+
+
+def _check_binding() -> None:
+    """A gated policy relies on every scheduler hook and on the admission loop's shape:
+    refuse to start when SGLang could not apply one, or the loop changed."""
+    # Scheduler's methods, and the adder class on 0.5.21
+    missing = unapplied(registered("scheduler", "sglang.srt.managers.scheduler."))
+    if missing:
+        raise AdmissionBypassed(
+            f"sglang-fair: SGLang {installed_sglang()} did not apply the hooks on {', '.join(missing)} "
+            "(its log names the error); a fair policy cannot run without them")
+    check_admission_loop()
+
+
+class _TrackedView:
+    """The waiting queue seen as tracked requests, mapped lazily.
+
+    A DLPM walk usually stops after the few requests that fill the batch, so a
+    long queue is not converted in full on every pass.
+    """
+
+    __slots__ = ("_queue", "_track")
+
+    def __init__(self, queue: list, track) -> None:
+        self._queue = queue
+        self._track = track
+
+    def __iter__(self):
+        track = self._track
+        for req in list.__iter__(self._queue):
+            yield track(req)
+
+    def __len__(self) -> int:
+        return len(self._queue)

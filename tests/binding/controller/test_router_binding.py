@@ -1,0 +1,218 @@
+"""The DP-controller binding without a server: dispatch, feedback, faults."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import types
+
+import msgspec
+import pytest
+
+pytestmark = pytest.mark.engine
+
+zmq = pytest.importorskip("zmq")
+pytest.importorskip("sglang.srt.managers.data_parallel_controller")
+
+from sglang.srt.managers.io_struct import AbortReq, sock_recv  # noqa: E402
+
+from sglang_fair.binding.controller import router_binding as dpc  # noqa: E402
+from sglang_fair.binding.controller.worker_liveness import (HELLO_WAIT_S, SILENT_WORKER_WARN_S, RayLiveness,  # noqa: E402
+                                                 loops_per_rank)
+from sglang_fair.binding.controller.worker_sockets import guard_worker_sockets  # noqa: E402
+from sglang_fair.router import make_router  # noqa: E402
+from tests.support.inproc import fresh_inproc  # noqa: E402
+
+
+class FakeController:
+    """What RouterBinding touches of SGLang's DataParallelController."""
+
+    def __init__(self, context, n: int) -> None:
+        self.workers = []
+        self.sinks = []
+        for w in range(n):
+            push, pull = context.socket(zmq.PUSH), context.socket(zmq.PULL)
+            address = fresh_inproc(f"worker{w}")
+            pull.bind(address)
+            push.connect(address)
+            self.workers.append(push)
+            self.sinks.append(pull)
+        self.status = [True] * n
+        self.scheduler_procs = []
+        self.refreshed = 0
+
+    def _refresh_active_workers(self) -> None:
+        self.refreshed += 1
+
+
+@pytest.fixture
+def binding():
+    context = zmq.Context.instance()
+    router = make_router("d2lpm", 2)
+    feedback = context.socket(zmq.PULL)
+    b = dpc.RouterBinding(router, context, feedback, [])
+    b.controller = FakeController(context, 2)
+    tokenizer = context.socket(zmq.PULL)
+    address = fresh_inproc("tokenizer")
+    tokenizer.bind(address)
+    b.to_tokenizer = context.socket(zmq.PUSH)
+    b.to_tokenizer.connect(address)
+    b.tokenizer_sink = tokenizer
+    yield b
+    b.close()
+
+
+def _req(rid: str, ids: list[int], client: str = "alice", rank: int | None = None):
+    return types.SimpleNamespace(rid=rid, input_ids=ids, routing_key=client, http_worker_ipc=None,
+                                 sampling_params=types.SimpleNamespace(max_new_tokens=8), routed_dp_rank=rank)
+
+
+def _errors(b) -> list[AbortReq]:
+    out = []
+    while b.tokenizer_sink.poll(100):
+        out.append(sock_recv(b.tokenizer_sink))
+    return out
+
+
+def test_dispatch_sends_to_the_routed_worker_and_completions_free_it(binding) -> None:
+    binding.dispatch(_req("a", list(range(50))))
+    assert binding.controller.sinks[0].poll(1000)
+    assert binding.router.queue_sizes == [1, 0]
+    binding.handle_feedback(msgspec.msgpack.encode(("done", 0, [("a", "alice", 12)])))
+    assert binding.router.queue_sizes == [0, 0]
+    binding.handle_feedback(msgspec.msgpack.encode(("done", 0, [("a", "alice", 12)])))  # duplicate: ignored
+    binding.handle_feedback(b"\x00garbage")
+    binding.handle_feedback(msgspec.msgpack.encode(("done", 9, [])))
+    binding.handle_feedback(msgspec.msgpack.encode(("what", 0, 1)))
+    assert binding.router.queue_sizes == [0, 0]
+
+
+def test_two_interactions_of_one_client_share_one_d2lpm_deficit(binding) -> None:
+    from sglang_fair.binding.http.identity import encode_identity
+    from sglang_fair.binding.scheduler.router_reports import _report
+
+    keys = [encode_identity("alice", {"x-app-id": "agent", "x-interaction-id": f"run-{i}"}) for i in range(2)]
+    for i, key in enumerate(keys):
+        binding.dispatch(_req(f"r{i}", list(range(100 * i, 100 * i + 40)), client=key))
+    # One set of per-worker deficits, alice's, paid for both interactions.
+    assert set(binding.router.deficits) == {"alice"}
+    # The schedulers' reports name the same client for either interaction.
+    finished = [_report(types.SimpleNamespace(rid=f"r{i}", routing_key=key, output_ids=[1, 2]))
+                for i, key in enumerate(keys)]
+    assert [client for _, client, _ in finished] == ["alice", "alice"]
+
+
+def test_dead_worker_fails_exactly_its_requests(binding) -> None:
+    for i in range(4):
+        binding.dispatch(_req(f"r{i}", [i] * 10, client=f"c{i}"))
+    on_one = [rid for rid, d in binding.router.inflight.items() if d.worker == 1]
+    assert on_one
+    binding.worker_died(1)
+    errors = _errors(binding)
+    assert sorted(e.rid for e in errors) == sorted(on_one)
+    assert all(e.finished_reason["status_code"] == 503 and "worker 1 died" in e.abort_message for e in errors)
+    assert binding.controller.status == [True, False] and binding.controller.refreshed == 1
+    binding.handle_feedback(msgspec.msgpack.encode(("done", 1, [(on_one[0], "c", 3)])))  # late: ignored
+    binding.dispatch(_req("after", [1, 2, 3]))
+    assert binding.router.inflight["after"].worker == 0
+    binding.worker_died(0)
+    binding.dispatch(_req("nowhere", [1]))
+    assert [e.rid for e in _errors(binding)][-1] == "nowhere"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_worker_dead_before_anyone_noticed_blocks_nothing_and_loses_nothing(binding) -> None:
+    # Worker 1's scheduler died: its PUSH socket has no peer left, on which a
+    # plain send blocks for good; the liveness check has not run yet.
+    context = zmq.Context.instance()
+    orphan = context.socket(zmq.PUSH)
+    orphan.bind(fresh_inproc("dead-worker"))
+    binding.controller.workers[1] = orphan
+    binding.worker_sockets = guard_worker_sockets(binding.controller, binding.worker_is_dead)
+    binding.liveness.worker_pids.update({0: {os.getpid()}, 1: {_dead_pid()}})
+
+    def send_all() -> None:
+        for i in range(6):
+            binding.dispatch(_req(f"r{i}", [i] * 10, client=f"c{i}"))
+        binding.dispatch(_req("direct", [7, 8], rank=1))
+
+    sender = threading.Thread(target=send_all, daemon=True)
+    sender.start()
+    sender.join(10)
+    assert not sender.is_alive(), "the controller blocked on the dead worker's socket"
+    on_one = [rid for rid, d in binding.router.inflight.items() if d.worker == 1]
+    assert on_one and binding.worker_sockets[1].unreachable
+    binding.check_workers(time.monotonic())
+    assert binding.router.alive == [True, False]
+    errors = _errors(binding)
+    assert sorted(e.rid for e in errors) == sorted(on_one + ["direct"])
+    assert all("worker 1 died" in e.abort_message for e in errors)
+
+
+def test_external_rank_routing_is_honoured_and_a_dead_rank_answered(binding) -> None:
+    binding.worker_sockets = guard_worker_sockets(binding.controller, binding.worker_is_dead)
+    binding.dispatch(_req("to-one", [1, 2], rank=1))
+    assert binding.controller.sinks[1].poll(1000)
+    assert binding.router.queue_sizes == [0, 0]  # untracked by the router
+    binding.dispatch(_req("to-zero", [1, 2], rank=0))
+    binding.handle_feedback(msgspec.msgpack.encode(("done", 0, [("to-zero", "alice", 3)])))
+    binding.worker_died(1)
+    assert [(e.rid, e.finished_reason["status_code"]) for e in _errors(binding)] == [("to-one", 503)]
+    binding.dispatch(_req("late", [1], rank=1))
+    binding.worker_died(0)  # to-zero had finished: nothing left to fail
+    assert [(e.rid, e.abort_message) for e in _errors(binding)] == [("late", "data-parallel worker 1 died")]
+
+
+def test_a_router_failure_never_loses_the_request(binding, monkeypatch, caplog) -> None:
+    def boom(*a, **k):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(binding.router, "route", boom)
+    with caplog.at_level(logging.ERROR):
+        binding.dispatch(_req("x", [1, 2]))
+    assert binding.unrouted == 1
+    assert any(sink.poll(500) for sink in binding.controller.sinks)
+
+
+def test_silent_worker_is_reported_and_routing_continues(binding, caplog) -> None:
+    binding.dispatch(_req("a", [1]))
+    binding.liveness.last_report[0] -= 2 * SILENT_WORKER_WARN_S
+    binding.liveness.worker_pids[1] = {os.getpid()}  # worker 1 announced itself, worker 0 never did
+    with caplog.at_level(logging.WARNING):
+        binding.check_workers(time.monotonic() + HELLO_WAIT_S + 1)
+    assert "has not run a batch" in caplog.text
+    assert "workers [0] never reported" in caplog.text
+    binding.dispatch(_req("b", [2]))
+    assert binding.router.queue_sizes == [1, 1]
+
+
+def test_under_ray_a_worker_whose_actor_loop_ended_is_dead(binding, monkeypatch) -> None:
+    # SGLang's Ray controller launches rank by rank, tp x pp actors each; an
+    # actor's event loop only returns when the actor is gone.
+    refs = ["r0-tp0", "r0-tp1", "r1-tp0", "r1-tp1"]
+    loops = loops_per_rank(refs, 2)
+    assert loops == [["r0-tp0", "r0-tp1"], ["r1-tp0", "r1-tp1"]]
+    binding.liveness = RayLiveness(2, time.monotonic(), loops)
+    ended = {"r1-tp1"}
+
+    def wait(refs, num_returns, timeout):
+        assert timeout == 0  # never blocks the controller
+        return [r for r in refs if r in ended], [r for r in refs if r not in ended]
+
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(wait=wait))
+    for i in range(4):
+        binding.dispatch(_req(f"r{i}", [i] * 10, client=f"c{i}"))
+    on_one = sorted(rid for rid, d in binding.router.inflight.items() if d.worker == 1)
+    binding.liveness.worker_pids[0] = {2**22 + 12345}  # a pid that is not this node's: ignored under Ray
+    binding.check_workers(time.monotonic())
+    assert binding.router.alive == [True, False]
+    assert sorted(e.rid for e in _errors(binding)) == on_one
