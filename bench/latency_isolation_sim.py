@@ -14,7 +14,7 @@ Prints the light (well-behaved) clients' mean and P99 request latency, the
 makespan as a ratio to the same policy without isolation, and the
 preemptions and recomputed tokens. The simulator is deterministic: one run each.
 
-    PYTHONPATH=. python bench/latency_isolation_sim.py [--json out.json]
+    PYTHONPATH=. python bench/latency_isolation_sim.py [--json out.json] [--settings "flood+chat, 16 slots" ...]
 """
 
 from __future__ import annotations
@@ -109,9 +109,16 @@ def format_table(results: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="write the results as JSON here")
+    parser.add_argument("--settings", nargs="+", metavar="NAME", help="run only these settings (default: all)")
     args = parser.parse_args(argv)
+    settings = _settings()
+    unknown = sorted(set(args.settings or ()) - set(settings))
+    if unknown:
+        parser.error(f"--settings: unknown {unknown}; choose from {sorted(settings)}")
     results = {}
-    for name, (workload, options, idle) in _settings().items():
+    for name, (workload, options, idle) in settings.items():
+        if args.settings and name not in args.settings:
+            continue
         print(f"running {name} ...", file=sys.stderr, flush=True)
         results[name] = run_setting(workload, options, idle)
     print("well-behaved (light) clients' request latency; makespan vs the same policy without isolation")
