@@ -20,6 +20,7 @@ request prefills again is recorded as waste (``recomputed_tokens``), not service
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -49,6 +50,10 @@ class FairScheduler:
         self.isolation = LatencyIsolation(options, self.activity, self.ledger) if options.isolation else None
         self.requests: dict[str, TrackedRequest] = {}
         self._seq = itertools.count()
+        # Every admission, in order: copies of this scheduler that must agree (tensor-parallel
+        # ranks) compare the count and digest.
+        self.admissions = 0
+        self._admission_digest = hashlib.blake2b(digest_size=8)
 
     # -- queue membership -------------------------------------------------
     def check_arrival(
@@ -163,6 +168,8 @@ class FairScheduler:
         if req.state is not RequestState.QUEUED:
             raise ValueError(f"request {req.rid!r} is {req.state.value}, not queued")
         self._leave_queue(req)
+        self.admissions += 1
+        self._admission_digest.update(f"{req.rid}\0{cached_len}\0".encode("utf-8", "surrogatepass"))
         act = self.activity[req.client]
         act.running += 1
         now = act.last_active = self.clock()
@@ -179,6 +186,10 @@ class FairScheduler:
         self.ledger.record_admission(req.client, req.input_len, cached_len, cost)
         self.policy.charge_request(req, cost / self.options.weight_of(req.client), req.input_len, 0)
         return cost
+
+    def admission_digest(self) -> str:
+        """A digest of every admission so far (request and cached tokens, in order)."""
+        return self._admission_digest.hexdigest()
 
     def correct_admission(self, req: TrackedRequest, cached_len: int) -> float:
         """The engine found ``cached_len`` cached where ``admit`` was told otherwise

@@ -165,6 +165,16 @@ def refresh_when_idle(scheduler, *args, **kwargs) -> None:
     fair = fair_policy(scheduler)
     if fair is not None:
         _housekeeping(scheduler, fair)
+        _log_admissions(fair)
+
+
+def _log_admissions(fair: FairSchedulePolicy) -> None:
+    """Once idle after admitting, log how many requests this rank admitted and their digest:
+    the tensor-parallel ranks of a worker must log the same."""
+    admissions = fair.fair.admissions
+    if admissions != fair.logged_admissions:
+        fair.logged_admissions = admissions
+        logger.info("sglang-fair: %d admissions, digest %s", admissions, fair.fair.admission_digest())
 
 
 def _housekeeping(scheduler, fair: FairSchedulePolicy) -> None:
@@ -182,9 +192,12 @@ def _client_metrics(scheduler) -> ClientMetrics | None:
         from sglang.srt.runtime_context import get_observability, get_parallel
 
         metrics = None
+        parallel = get_parallel()
         # Ray actors get no Prometheus directory shared with the HTTP server: nothing to export to.
-        if get_observability().enable_metrics and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            metrics = ClientMetrics(get_parallel().dp_rank)
+        # Tensor-parallel ranks hold the same state: the first one exports it for its worker.
+        if (get_observability().enable_metrics and os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                and getattr(parallel, "tp_rank", 0) == 0):
+            metrics = ClientMetrics(parallel.dp_rank)
         scheduler._fair_metrics = metrics
     return metrics
 

@@ -60,6 +60,7 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         if self.gated and not patched:
             _check_binding()
         self._next_idle_sweep = 0.0
+        self.logged_admissions = 0  # what the idle log line last reported (accounting._log_admissions)
         logger.info(
             "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s, isolation=%s, via %s",
             policy,
