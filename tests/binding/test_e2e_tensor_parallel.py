@@ -29,7 +29,7 @@ def test_both_ranks_take_the_same_admission_decisions():
                      startup_timeout_s=600) as server:
         def send(i: int) -> dict:
             client = ("alice", "bob", "carol")[i % 3]
-            body = {"input_ids": [5 + i % 3] * 40 + [100 + i], "sampling_params": {"max_new_tokens": 6}}
+            body = {"input_ids": [5 + i % 3] * 40 + [100 + i], "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}}
             return server.post_json("/generate", body, headers={"X-Client-Id": client}, timeout=300)
 
         with concurrent.futures.ThreadPoolExecutor(18) as pool:
