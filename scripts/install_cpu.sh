@@ -42,13 +42,13 @@ echo "install_cpu: pinned requirements"
 # Naming torch here too keeps the resolver on the installed CPU build.
 "${PIP[@]}" install "${TORCH_SOURCE[@]}" -r "$REQUIREMENTS" "$TORCH_PIN"
 
-echo "install_cpu: CPU stand-ins for sgl_kernel and torchvision"
-# pip builds local projects in place; a stale build/ would ship removed files.
-rm -rf "$REPO/support/cpu_shims/build"
-"${PIP[@]}" install --no-deps "$REPO/support/cpu_shims"
-
 echo "install_cpu: sglang-fair (editable)"
 "${PIP[@]}" install --no-deps -e "$REPO"
+
+echo "install_cpu: CPU stand-ins for sgl_kernel and torchvision"
+# They once came as a package of their own, which would now shadow sglang-fair's.
+"${PIP[@]}" uninstall -y -q sglang-fair-cpu-shims 2>/dev/null || true
+"$VENV/bin/python" -m sglang_fair.cpu_standins --install
 
 # Guard rails: a CPU torch, nothing from CUDA, and a consistent environment
 # apart from the requirements sglang declares but the CPU path does not use.

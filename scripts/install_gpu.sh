@@ -2,8 +2,8 @@
 # Install sglang-fair on a GPU machine: SGLang (0.5.23 unless SGLANG_VERSION says) with its normal
 # dependencies (CUDA torch, sglang-kernel, FlashInfer, ...), then the project
 # with Ray (for --use-ray), then a smoke test of the result.
-# Not for CPU-only machines (use scripts/install_cpu.sh), and never together
-# with support/cpu_shims, which would shadow the real sgl_kernel/torchvision.
+# Not for CPU-only machines (use scripts/install_cpu.sh). sglang-fair's CPU stand-ins for
+# sgl_kernel/torchvision stay off here: the launcher uses them only where those are missing.
 #
 #   scripts/install_gpu.sh              # into ./.venv of the repository
 #   VENV=/path/to/venv scripts/install_gpu.sh

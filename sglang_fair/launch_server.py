@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from sglang_fair.core.policies import POLICIES
 from sglang_fair.tiny_cpu import CPU_OPTIONS, TINY_CPU_MAX_TOTAL_TOKENS, ensure_tiny_model
@@ -165,15 +166,44 @@ def bind_rank_cores(ranks: int) -> None:
               f"from this process's CPU affinity; set it to choose)", file=sys.stderr, flush=True)
 
 
+def docs_folder() -> Path:
+    """The guides: the source tree's docs/, or where the wheel installed them."""
+    source = Path(__file__).resolve().parents[1] / "docs"
+    return source if source.is_dir() else Path(sys.prefix) / "share" / "doc" / "sglang-fair"
+
+
+def _device(args: list[str]) -> str | None:
+    """The value of SGLang's ``--device`` in ``args`` (either spelling), if given."""
+    for i, arg in enumerate(args):
+        if arg == "--device" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--device="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def use_cpu_standins() -> None:
+    """An installed wheel on a CPU machine lacks what SGLang's CPU engine imports: bring the stand-ins."""
+    from sglang_fair.cpu_standins import SITE, activate_if_missing
+
+    absent = activate_if_missing()
+    if absent:
+        print(f"sglang_fair.launch_server: {', '.join(absent)} not installed; using sglang-fair's CPU "
+              f"stand-ins ({SITE})", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if "-h" in argv or "--help" in argv:
         _parser().print_help()
+        print(f"\nThe docs/ pages named below are in {docs_folder()}.")
         print("\nSGLang's options:\n")
     sglang_argv = build_argv(argv)
     check_fair_arguments(sglang_argv)
     if "--tiny-cpu" in argv:
         os.environ["SGLANG_USE_CPU_ENGINE"] = "1"  # SGLang's CPU path; without it, rotary embedding imports vllm
+    if _device(sglang_argv) == "cpu":  # --tiny-cpu sets it
+        use_cpu_standins()
 
     from sglang.launch_server import run_server
     from sglang.srt.plugins import load_plugins

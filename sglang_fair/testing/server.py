@@ -109,6 +109,7 @@ class LocalServer:
     # start, died on its own or hung on shutdown.
     log_path: str | os.PathLike | None = None
     python: str = sys.executable
+    cwd: str | os.PathLike | None = None  # the server's working directory (None: this process's)
     startup_s: float | None = field(default=None, init=False)  # launch until healthy
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _log_file: Any = field(default=None, init=False, repr=False)
@@ -198,6 +199,7 @@ class LocalServer:
             stderr=subprocess.STDOUT,
             env=self._server_env(),
             start_new_session=True,
+            cwd=self.cwd,
             preexec_fn=None if self.cpus is None else lambda: os.sched_setaffinity(0, self.cpus),
         )
         atexit.register(self._kill_group)

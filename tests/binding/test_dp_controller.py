@@ -25,6 +25,7 @@ import pytest
 
 pytestmark = pytest.mark.server
 
+from sglang_fair import cpu_standins  # noqa: E402
 from sglang_fair.testing.server import LocalServer  # noqa: E402
 from tests.binding.flood import run_flood  # noqa: E402
 
@@ -33,7 +34,7 @@ PREFIX = [7 + (i % 900) for i in range(400)]
 
 @pytest.fixture(scope="module", params=["process", "ray"])
 def server(request):
-    env = {"PYTHONPATH": os.pathsep.join(p for p in [_shims(), os.environ.get("PYTHONPATH", "")] if p)}
+    env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p)}
     if "SGLANG_FAIR_ROUTER_KV_PORT" in os.environ:
         env["SGLANG_FAIR_ROUTER_KV_PORT"] = os.environ["SGLANG_FAIR_ROUTER_KV_PORT"]
     args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm", "--enable-metrics"]
@@ -56,11 +57,6 @@ def _network_address() -> str:
             if address.family == socket.AF_INET and not address.address.startswith("127."):
                 return address.address
     return "127.0.0.1"
-
-
-def _shims() -> str:
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "support", "cpu_shims")
-    return os.path.abspath(path) if os.path.isdir(path) else ""
 
 
 def generate(server: LocalServer, ids: list[int], client: str, max_new: int = 4, timeout: float = 120.0) -> dict:

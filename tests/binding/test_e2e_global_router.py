@@ -27,6 +27,7 @@ import pytest
 
 pytestmark = pytest.mark.server
 
+from sglang_fair import cpu_standins  # noqa: E402
 from sglang_fair.bench.backends import make_backend  # noqa: E402
 from sglang_fair.bench.output import write_run  # noqa: E402
 from sglang_fair.metrics.service import ServiceWeights  # noqa: E402
@@ -60,11 +61,6 @@ def _workload() -> Workload:
     return Workload("wide-and-pinned", wide + pinned, seed=0, meta={"vocab_size": 1024})
 
 
-def _shims() -> str:
-    path = ROOT / "support" / "cpu_shims"
-    return str(path) if path.is_dir() else ""
-
-
 class RouterWatcher(threading.Thread):
     """Polls the router's gauges on /metrics; keeps the most requests held, and in flight on a worker."""
 
@@ -90,7 +86,7 @@ class RouterWatcher(threading.Thread):
 def server():
     args = ["--policy", "dlpm", "--dp", "2", "--enable-metrics", "--max-running-requests", "4",
             "--fair-router-options", json.dumps(ROUTER_OPTIONS)]
-    env = {"PYTHONPATH": os.pathsep.join(p for p in [_shims(), os.environ.get("PYTHONPATH", "")] if p)}
+    env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p)}
     with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True, env=env) as s:
         yield s
 

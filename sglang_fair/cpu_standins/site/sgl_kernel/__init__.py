@@ -58,7 +58,7 @@ def _not_implemented(name: str):
     def stub(*args: object, **kwargs: object) -> None:
         raise NotImplementedError(
             f"sgl_kernel.{name} is not implemented by sglang-fair's CPU stand-in "
-            "(support/cpu_shims); only assign_req_to_token_pool_cpu is"
+            "(sglang_fair/cpu_standins); only assign_req_to_token_pool_cpu is"
         )
 
     stub.__name__ = stub.__qualname__ = name

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 _WHY = (
     "is not available: this torchvision is sglang-fair's import-only CPU "
-    "stand-in (support/cpu_shims), not the real package"
+    "stand-in (sglang_fair/cpu_standins), not the real package"
 )
 
 
