@@ -21,7 +21,8 @@ from sglang.srt.plugins.hook_registry import HookType
 
 from sglang_fair.binding.common.applied_hooks import Hook
 
-_SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
+_SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
+_SCHEDULER = f"{_SCHEDULER_MODULE}.Scheduler"
 _TOKENIZER = "sglang.srt.managers.tokenizer_manager.TokenizerManager"
 _OPENAI_BASE = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase"
 _HTTP = "sglang.srt.entrypoints.http_server"
@@ -41,7 +42,7 @@ _ABORT_SENDER_BEFORE_0_5_23 = "sglang.srt.managers.scheduler_components.output_s
 
 def hook_table() -> list[Hook]:
     """All hooks; the Ray backend's only where Ray is installed (SGLang's --use-ray needs it)."""
-    from sglang_fair.binding.common import cpu_threads
+    from sglang_fair.binding.common import cpu_threads, quiet_exit
     from sglang_fair.binding.common.version import release_before, sends_aborts_inline
     from sglang_fair.binding.controller import router_binding
     from sglang_fair.binding.http import (admin_routes, client_keys, fair_options, health, identity, router_options,
@@ -95,6 +96,7 @@ def hook_table() -> list[Hook]:
              f"{_HTTP}.launch_server"),
         Hook(f"{_TOKENIZER}._create_tokenized_object", validation.refuse_out_of_vocab_ids, before, s,
              f"{_TOKENIZER}._create_tokenized_object"),
+        Hook(f"{_HTTP}.launch_server", validation.install_validation_handler, before, s),
         generate,
         Hook(f"{_OPENAI_BASE}.handle_request", identity.remember_openai_user, before, s,
              f"{_OPENAI_BASE}.handle_request"),
@@ -121,6 +123,11 @@ def hook_table() -> list[Hook]:
         # Any multi-rank CPU server, whatever its policy: SGLang binds rank threads only on AMX or arm64.
         Hook("sglang.srt.distributed.bootstrap._init_cpu_threads_env", cpu_threads.pin_rank_threads, around, "cpu"),
     ]
+    if not release_before("0.5.23"):  # where a scheduler's graceful shutdown ends in this call
+        table.append(Hook(f"{_SCHEDULER_MODULE}.abort_distributed_environment",
+                          quiet_exit.exit_after_graceful_shutdown, after, s))
+    if importlib.util.find_spec("sglang.srt.entrypoints.api_contract") is not None:  # SGLang 0.5.23's JSON contract
+        table.append(Hook(f"{_HTTP}.generate_contract_error", validation.name_the_field, around, s))
     if importlib.util.find_spec("ray") is not None:
         from sglang_fair.binding.ray import backend as ray_backend
 
@@ -133,6 +140,7 @@ def hook_table() -> list[Hook]:
             Hook("sglang.srt.ray.http_server.launch_server", throttle_response.install_throttle_handler, before, "ray"),
             Hook("sglang.srt.ray.http_server.launch_server", admin_routes.install_admin_routes, before, "ray"),
             Hook("sglang.srt.ray.http_server.launch_server", health.install_health_check, before, "ray"),
+            Hook("sglang.srt.ray.http_server.launch_server", validation.install_validation_handler, before, "ray"),
         ]
         # SGLang 0.5.21's route wraps; Ray's launch_server does not call http_server's.
         table += [Hook("sglang.srt.ray.http_server.launch_server", hook.function, before, "ray", hook.patched_in)

@@ -30,6 +30,7 @@ from sglang_fair.testing.server import LocalServer  # noqa: E402
 from tests.binding.flood import run_flood  # noqa: E402
 
 PREFIX = [7 + (i % 900) for i in range(400)]
+ADMIN_KEY = "admin-secret"
 
 
 @pytest.fixture(scope="module", params=["process", "ray"])
@@ -37,7 +38,8 @@ def server(request):
     env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p)}
     if "SGLANG_FAIR_ROUTER_KV_PORT" in os.environ:
         env["SGLANG_FAIR_ROUTER_KV_PORT"] = os.environ["SGLANG_FAIR_ROUTER_KV_PORT"]
-    args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm", "--enable-metrics"]
+    args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm", "--enable-metrics",
+            "--admin-api-key", ADMIN_KEY]
     with contextlib.ExitStack() as stack:
         if request.param == "ray":
             pytest.importorskip("ray")
@@ -171,16 +173,33 @@ def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: Lo
     for path in ("/health", "/health_generate"):
         status, body = _http_get(server, path)
         assert status == 503 and json.loads(body)["dead_workers"] == [1], (path, status, body)
-    # SGLang's own /server_info would wait forever for the dead worker's state.
+    # The state requests SGLang sends every worker are answered for the dead one by the controller:
+    # /server_info, and /fair/settings read and changed, each within seconds, from the survivor.
+    started = time.monotonic()
     status, body = _http_get(server, "/server_info")
     info = json.loads(body)
     assert status == 200 and info["fair_router"]["workers"] == {"alive": [0], "dead": [1]}, info
-    assert info["degraded"]["dead_workers"] == [1] and "--dp" in info["launch_command"]
+    assert "--dp" in info["launch_command"]
+    states = {state.get("dp_rank", state.get("fair", {}).get("dp_rank")): state for state in info["internal_states"]}
+    assert states[0]["fair"]["policy"] == "dlpm" and states[1] == {"dp_rank": 1, "dead_worker": True}, states
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    status, body = _http_get(server, "/fair/settings", headers=admin)
+    assert status == 200 and json.loads(body)["dead_ranks"] == [1], body
+    ranks = json.loads(body)["ranks"]
+    assert ranks[0]["policy"] == "dlpm" and ranks[1] is None, ranks
+    changed = server.post_json("/fair/settings", {"quantum": 777}, headers=admin, timeout=5)
+    assert changed["ranks"][0]["quantum"] == 777 and changed["dead_ranks"] == [1], changed
+    assert time.monotonic() - started < 15  # three requests, each of which used to wait forever
+    # And SIGTERM still ends the whole server, promptly (it once hung here).
+    stopping = time.monotonic()
+    code = server.stop()
+    assert time.monotonic() - stopping < 30 and code is not None and code != -9, code
 
 
-def _http_get(server: LocalServer, path: str) -> tuple[int, bytes]:
+def _http_get(server: LocalServer, path: str, headers: dict | None = None) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(server.url(path), timeout=60) as response:
+        request = urllib.request.Request(server.url(path), headers=headers or {})
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()

@@ -62,3 +62,35 @@ def test_throttle_answers_429_with_retry_after(server):
     assert _post(server, "agent-user", {**ia, "X-Interaction-Stage": "1"})[0] == 200
     # A bad header is refused before scheduling.
     assert _post(server, "agent-user", {"X-Interaction-Stage": "-3"})[0] == 400
+
+
+def _raw_post(server, body: bytes) -> tuple[int, str]:
+    req = urllib.request.Request(server.url("/generate"), data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@pytest.mark.parametrize("body, named", [
+    ({"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 1.5}}, "sampling_params.max_new_tokens: "),
+    ({"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 2 ** 70}}, "sampling_params.max_new_tokens: "),
+    ({"input_ids": [5, 6], "sampling_params": {"temperature": "hot"}}, "sampling_params.temperature: "),
+    ({"input_ids": [5, 6], "stream": "yes"}, "stream: "),
+    ({"input_ids": [5, 6], "sampling_params": [{"top_k": 0.5}]}, "sampling_params[0].top_k: "),
+    ({"input_ids": "abc"}, "input_ids: "),
+    ({"input_ids": [5, 6], "rid": 5}, "rid: "),
+    ([1, 2], "body: "),
+])
+def test_type_errors_name_the_field_and_carry_no_source_path(server, body, named):
+    status, text = _raw_post(server, json.dumps(body).encode())
+    assert status == 400
+    assert named in text, text
+    assert ".py" not in text and 'File \\"' not in text, text
+    assert "i64" not in text and "f64" not in text, text
+
+
+def test_malformed_json_is_refused_without_source_path(server):
+    status, text = _raw_post(server, b"{not json")
+    assert status == 400 and "body: " in text and ".py" not in text, text

@@ -327,7 +327,7 @@ class RouterBinding:
     def receive(self, recv_req) -> None:
         """One message from the tokenizer: SGLang's dispatcher, after answering aborts of held
         requests and applying a run-time change of the fair settings to the router too."""
-        from sglang.srt.managers.io_struct import AbortReq, SetInternalStateReq
+        from sglang.srt.managers.io_struct import AbortReq, GetInternalStateReq, SetInternalStateReq
 
         if isinstance(recv_req, AbortReq):
             self.cancel_held(recv_req)
@@ -337,6 +337,25 @@ class RouterBinding:
             except OptionError as exc:  # the schedulers refuse it too, and say so
                 logger.warning("sglang-fair router: fair settings change refused: %s", exc)
         self.controller._request_dispatcher(recv_req)
+        if isinstance(recv_req, (GetInternalStateReq, SetInternalStateReq)):
+            self.answer_for_dead_workers(recv_req)
+
+    def answer_for_dead_workers(self, recv_req) -> None:
+        """The tokenizer waits for one answer per rank to a state request (``/fair/settings``,
+        ``/server_info``); SGLang sends it to live workers only, so the dead ones' answers come
+        from here: no state, nothing applied, and the rank named."""
+        from sglang.srt.managers.io_struct import (
+            GetInternalStateReqOutput,
+            SetInternalStateReq,
+            SetInternalStateReqOutput,
+            sock_send,
+        )
+
+        for rank, alive in enumerate(self.router.alive):
+            if not alive:
+                answer = (SetInternalStateReqOutput(updated=False) if isinstance(recv_req, SetInternalStateReq)
+                          else GetInternalStateReqOutput(internal_state={"dp_rank": rank, "dead_worker": True}))
+                sock_send(self.to_tokenizer, answer)
 
     def drain_feedback(self) -> None:
         while True:

@@ -6,7 +6,9 @@
 per-client limits are merged: clients not named keep theirs; throttle limits
 only where the policy throttles, FairServe) and answers the new settings.
 Both need SGLang's admin key (``--admin-api-key``, sent as ``Authorization:
-Bearer KEY``); with no admin key configured they answer 403, as SGLang's
+Bearer KEY``). Ranks come in rank order; with a dead data-parallel worker
+both answer from the survivors (``null`` in the dead rank's place, and
+``dead_ranks``). With no admin key configured they answer 403, as SGLang's
 other admin-only endpoints do, saying how to configure one. A weight of
 ``null`` removes the client's weight (back to 1); an id the identity rule
 would rewrite is refused with 400 naming it.
@@ -28,6 +30,7 @@ Hook: ``install_admin_routes`` BEFORE ``http_server.launch_server`` (and
 # ``Request`` annotation as the class, and it is imported inside a function.
 from http import HTTPStatus
 
+from sglang_fair.binding.common import worker_status
 from sglang_fair.binding.common.settings import ADMIN_SETTINGS_KEY
 from sglang_fair.core import SettingsUpdate
 
@@ -55,11 +58,24 @@ def install_admin_routes(*args, **kwargs) -> None:
         return http_server._global_state.tokenizer_manager
 
     async def current() -> list:
-        return [state.get("fair") for state in await manager().get_internal_state()]
+        """Each data-parallel rank's fair settings, in rank order; None for a dead worker's."""
+        states = await manager().get_internal_state()
+        by_rank = {}
+        for position, state in enumerate(states):
+            fair = state.get("fair")
+            if state.get("dead_worker"):  # the controller answers for a dead worker
+                by_rank[state["dp_rank"]] = None
+            else:
+                by_rank[fair["dp_rank"] if fair else position] = fair
+        return [by_rank[rank] for rank in sorted(by_rank)]
+
+    def answer(ranks: list) -> ORJSONResponse:
+        dead = (worker_status.read_workers() or {}).get("dead", [])
+        return ORJSONResponse({"ranks": ranks, "dead_ranks": dead} if dead else {"ranks": ranks})
 
     @auth_level(AuthLevel.ADMIN_FORCE)
     async def read_settings() -> ORJSONResponse:
-        return ORJSONResponse({"ranks": await current()})
+        return answer(await current())
 
     @auth_level(AuthLevel.ADMIN_FORCE)
     async def change_settings(request: Request) -> ORJSONResponse:
@@ -73,11 +89,12 @@ def install_admin_routes(*args, **kwargs) -> None:
                 return ORJSONResponse({"error": f"throttle limits apply to fairserve; this server runs "
                                                 f"{', '.join(unthrottled)}"}, status_code=HTTPStatus.BAD_REQUEST)
         applied = await manager().set_internal_state(SetInternalStateReq(server_args={ADMIN_SETTINGS_KEY: update.as_json()}))
-        if not all(applied):
-            refused = [rank for rank, ok in enumerate(applied) if not ok]
-            return ORJSONResponse({"error": f"dp ranks {refused} refused the change; see their logs"},
-                                  status_code=HTTPStatus.CONFLICT)
-        return ORJSONResponse({"ranks": await current()})
+        dead = (worker_status.read_workers() or {}).get("dead", [])
+        refused = sum(not ok for ok in applied) - len(dead)  # a dead worker's answer is a refusal too
+        if refused > 0:
+            return ORJSONResponse({"error": f"{refused} of {len(applied) - len(dead)} live dp ranks refused "
+                                            f"the change; see their logs"}, status_code=HTTPStatus.CONFLICT)
+        return answer(await current())
 
     http_server.app.add_api_route(ROUTE, read_settings, methods=["GET"])
     http_server.app.add_api_route(ROUTE, change_settings, methods=["POST", "PUT"])

@@ -11,10 +11,11 @@ healthy. The controller writes the workers' liveness to a small file
   while any worker is dead, so an orchestrator replaces the server (only a
   restart brings the capacity back); otherwise SGLang's own check runs.
 * ``/server_info`` (and ``/get_server_info``): the ``fair_router`` section
-  gains ``workers: {"alive": [...], "dead": [...]}``. SGLang's handler waits
-  for every worker's live state, so with a dead worker it would never answer;
-  it is then answered here with the start-up information,
-  ``"internal_states": []`` and the ``degraded`` body above.
+  gains ``workers: {"alive": [...], "dead": [...]}`` (``server_info.py``).
+  SGLang's handler waits for every worker's live state; the controller
+  answers for a dead worker (``controller/router_binding.py``), so the
+  survivors' states come back with ``{"dp_rank": r, "dead_worker": true}``
+  in the dead one's place.
 
 Hooks (``binding/hooks.py``): ``install_health_check`` BEFORE
 ``http_server.launch_server`` and ``ray.http_server.launch_server``.
@@ -28,8 +29,6 @@ from sglang_fair.binding.common import settings
 from sglang_fair.binding.common.worker_status import degraded_body, read_workers
 
 _HEALTH_PATHS = ("/health", "/health_generate")
-# SGLang's /server_info waits for every worker's internal state, so with one dead it never answers.
-_INFO_PATHS = ("/server_info", "/get_server_info")
 
 
 def install_health_check(*args, **kwargs) -> None:
@@ -54,33 +53,12 @@ class HealthGuard:
 
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path") if scope["type"] == "http" else None
-        if path in _HEALTH_PATHS or path in _INFO_PATHS:
+        if path in _HEALTH_PATHS:
             degraded = degraded_body(read_workers())
             if degraded is not None:
                 from starlette.responses import JSONResponse
 
-                if path in _HEALTH_PATHS:
-                    response = JSONResponse(degraded, status_code=HTTPStatus.SERVICE_UNAVAILABLE)
-                else:
-                    response = JSONResponse(_startup_info(degraded))
+                response = JSONResponse(degraded, status_code=HTTPStatus.SERVICE_UNAVAILABLE)
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _startup_info(degraded: dict) -> dict:
-    """``/server_info`` without the live per-worker states a dead worker can never send."""
-    from sglang.srt.entrypoints import http_server
-
-    from sglang_fair.binding.common.version import release_before
-    from sglang_fair.binding.http.server_info import describe_router
-
-    state = http_server._global_state
-    args = state.tokenizer_manager.server_args
-    if release_before("0.5.22"):  # the route function assembles it there, from these start-up fields
-        info = {**args.resolved_dict(), "launch_command": args.launch_command, **state.scheduler_info}
-        info = describe_router(info, args)
-    else:
-        info = http_server.redact_watermark_secrets(http_server.build_server_info(args, state.scheduler_info))
-    return http_server.msgspec_to_builtins({**info, "internal_states": [], "degraded": degraded})
-

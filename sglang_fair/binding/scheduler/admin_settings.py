@@ -60,9 +60,12 @@ def set_fair_settings(original, scheduler, recv_req, *args, **kwargs):
 
 def report_fair_settings(result, owner, *args, **kwargs):
     # ``owner``: the internal-state controller, or on SGLang 0.5.21 the scheduler itself.
+    from sglang.srt.runtime_context import get_parallel
+
     policy = fair_policy(getattr(owner, "scheduler", owner))
     if policy is not None:
-        result.internal_state["fair"] = policy.fair.settings()
+        # Answers reach the HTTP server in arrival order: the rank says whose they are.
+        result.internal_state["fair"] = {"dp_rank": get_parallel().dp_rank or 0, **policy.fair.settings()}
     return result
 
 
