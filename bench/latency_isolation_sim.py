@@ -26,7 +26,7 @@ import random
 import statistics
 import sys
 
-from bench.sim_trends import SIM, paper_workload
+from sglang_fair.bench.paper_grid import SIM, paper_workload
 from sglang_fair.sim.backend import SimBackend
 from sglang_fair.workloads.model import Call, Program, Workload
 from sglang_fair.workloads.registry import make_workload

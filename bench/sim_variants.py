@@ -40,17 +40,18 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import functools
-import importlib.util
 import json
 import logging
 import statistics
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
+from sglang_fair.bench.paper_grid import DURATION_S, SIM, paper_workload, run_one
 from sglang_fair.metrics.backlog import backlog_spans
-from sglang_fair.metrics.fairness import all_active_interval, jain_index, service_rates_in
+from sglang_fair.metrics.fairness import (
+    all_active_interval,
+    jain_index,
+    service_rates_in,
+)
 from sglang_fair.metrics.service import ServiceWeights, by_client
 from sglang_fair.router.global_dlpm import GlobalDLPMRouter
 from sglang_fair.router.radix_index import pack
@@ -69,16 +70,6 @@ VARIANTS: dict[str, tuple[str, str, dict, str]] = {
     "no-fairness-unbounded": ("dlpm", "d2lpm_global", _NO_FAIRNESS | _UNBOUNDED, "both of the above"),
 }
 LOST_MIN_TOKENS = 256
-
-
-@functools.cache  # main() and run() both need it; executing the module twice would redo its set-up
-def _sim_trends():
-    path = Path(__file__).resolve().parent / "sim_trends.py"
-    spec = importlib.util.spec_from_file_location("sim_trends", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class HoldProbe:
@@ -211,7 +202,6 @@ def client_lines(records: list[RequestRecord], arrivals_s: float) -> list[str]:
 
 def run(args: argparse.Namespace, emit=print) -> None:
     """Every seed x variant of ``args.cell``; each line goes to ``emit`` as soon as it is known."""
-    st = _sim_trends()
     table = VARIANTS | getattr(args, "added", {})  # --add: more variants, for this run only
     workload, scenario, workers = args.cell.split("-")
     sim = {"kv_pool_tokens": args.kv_pool} if args.kv_pool else {}
@@ -219,18 +209,18 @@ def run(args: argparse.Namespace, emit=print) -> None:
     if profile:
         sim["profile"] = profile
     emit(f"cell {args.cell}, {args.duration:g} s of arrivals, KV pool "
-         f"{args.kv_pool or st.SIM['kv_pool_tokens']} tokens per worker"
+         f"{args.kv_pool or SIM['kv_pool_tokens']} tokens per worker"
          + (f", simulator profile {profile}" if profile else ""))
     emit("variants: " + "; ".join(f"{v} = {table[v][3]}" for v in args.variants))
     emit(f"{'seed':>4}  {'variant':<22}{'service/s':>10}{'vs preble':>10}{'hit':>7}{'jain':>7}{'WB p99':>8}")
     for seed in args.seeds:
-        wl = st.paper_workload(workload, scenario, int(workers), seed, args.duration)
+        wl = paper_workload(workload, scenario, int(workers), seed, args.duration)
         preble = None
         for name in args.variants:
             policy, router, options, _ = table[name]
             probe = HoldProbe() if args.why_held and router == "d2lpm_global" else None
             with probe.attached() if probe else contextlib.nullcontext():
-                row = st.run_one(wl, policy, router, int(workers), seed, router_options=options,
+                row = run_one(wl, policy, router, int(workers), seed, router_options=options,
                                  keep_records=args.per_client, **sim)
             if name == "preble":
                 preble = row["throughput"]
@@ -279,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     if args.duration is None:
-        args.duration = _sim_trends().DURATION_S
+        args.duration = DURATION_S
     if args.profile:
         try:
             load_profile(args.profile)
