@@ -29,6 +29,7 @@ _HTTP = "sglang.srt.entrypoints.http_server"
 _SERVER_ARGS = "sglang.srt.server_args.ServerArgs"
 _DPC = "sglang.srt.managers.data_parallel_controller"
 _INTERNAL_STATE = "sglang.srt.managers.scheduler_components.internal_state.SchedulerInternalStateController"
+_RECEIVER = "sglang.srt.managers.scheduler_components.request_receiver.SchedulerRequestReceiver"
 _RAY_ENGINE = "sglang.srt.ray.engine.RayEngine"
 # Every output a scheduler sends for a request goes through here (batch results,
 # and requests rejected before running); aborts of queued requests do not.
@@ -47,7 +48,7 @@ def hook_table() -> list[Hook]:
     from sglang_fair.binding.controller import router_binding
     from sglang_fair.binding.http import (admin_routes, client_keys, fair_options, health, identity, router_options,
                                           server_info, throttle_response, validation)
-    from sglang_fair.binding.scheduler import accounting, admin_settings, admission_gate, router_reports
+    from sglang_fair.binding.scheduler import accounting, admin_settings, admission_gate, rank_clock, router_reports
     from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
 
     after, before, around, replace = HookType.AFTER, HookType.BEFORE, HookType.AROUND, HookType.REPLACE
@@ -126,6 +127,7 @@ def hook_table() -> list[Hook]:
     if not release_before("0.5.23"):  # where a scheduler's graceful shutdown ends in this call
         table.append(Hook(f"{_SCHEDULER_MODULE}.abort_distributed_environment",
                           quiet_exit.exit_after_graceful_shutdown, after, s))
+        table.append(Hook(f"{_RECEIVER}._broadcast_reqs_across_ranks", rank_clock.share_rank0_clock, around, s))
     if importlib.util.find_spec("sglang.srt.entrypoints.api_contract") is not None:  # SGLang 0.5.23's JSON contract
         table.append(Hook(f"{_HTTP}.generate_contract_error", validation.name_the_field, around, s))
     if importlib.util.find_spec("ray") is not None:

@@ -265,6 +265,13 @@ class FairScheduler:
         return self.settings()
 
     # -- bounded memory -------------------------------------------------------
+    def at_arrival_stamp(self, stamp: float) -> list[str]:
+        """With a ``StampClock``, before an arrival is checked: move time to ``stamp`` and forget
+        the clients idle as of it. Copies fed the same stamps and arrivals then forget each client
+        at the same arrival, whenever else they sweep."""
+        self.clock.observe(stamp)
+        return self.collect_idle()
+
     def collect_idle(self) -> list[str]:
         """Forget clients with nothing queued or running for ``idle_timeout_s``."""
         horizon = self.clock() - self.options.idle_timeout_s

@@ -27,6 +27,7 @@ from sglang_fair.binding.common.settings import fair_policy_names
 from sglang_fair.binding.common.sglang_fields import cached_prefix_len
 from sglang_fair.binding.common.version import installed_sglang
 from sglang_fair.binding.scheduler.admission_loop_check import AdmissionBypassed, check_admission_loop
+from sglang_fair.binding.scheduler.rank_clock import shared_clock
 from sglang_fair.core.fair_scheduler import FairScheduler
 from sglang_fair.core.policies import POLICIES
 from sglang_fair.core.requests import RequestState, TrackedRequest
@@ -47,7 +48,9 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             # Accounting only: the cost weights still matter for metrics.
             options = settings.load_worker("lpm" if policy == "lpm" else "fcfs")
         super().__init__(base, tree_cache, *args, **kwargs)
-        self.fair = FairScheduler(options)
+        # Tensor-parallel ranks must agree, so they read one clock, rank 0's (rank_clock.py).
+        self.stamp_clock = shared_clock()
+        self.fair = FairScheduler(options, clock=self.stamp_clock or time.monotonic)
         # Latency isolation, set for one admission pass: the starved clients it
         # offers room first, and whether it may preempt for them (it started full).
         self.isolating: set[str] = set()
@@ -94,8 +97,15 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             )
         return tracked
 
+    def observe_arrival(self, req) -> None:
+        """Under tensor parallelism, before ``req`` is checked: forget the clients idle as of
+        rank 0's time, so that every rank forgets each client at the same arrival."""
+        if self.stamp_clock is not None:
+            self.fair.at_arrival_stamp(self.stamp_clock.now)
+
     def throttle(self, req, kv_usage: float):
         """FairServe's admission throttle for a newly arrived request (None: admit)."""
+        self.observe_arrival(req)
         if req.rid in self.fair.requests or is_health_check_generate_req(req):
             return None  # retracted/preempted (admitted once already) or SGLang's own health check
         who = decode_identity(req.routing_key)
@@ -105,6 +115,7 @@ class FairSchedulePolicy(_StockSchedulePolicy):
 
     def on_queued(self, req) -> None:
         """``req`` was appended to the waiting queue (new, retracted or preempted)."""
+        self.observe_arrival(req)
         tracked = self.fair.requests.get(req.rid)
         if tracked is None:
             self.track(req)
