@@ -86,6 +86,8 @@ def _launch(args):
     from sglang_fair.testing.server import LocalServer
 
     extra = ["--policy", args.policy or "fcfs", *shlex.split(args.launch_args)]
+    if "--enable-metrics" not in extra:
+        extra.append("--enable-metrics")  # the server then reports admission times, which the audit needs
     # Keep the server's log with the run: its '#queue-req' lines show whether the policy had a queue to order.
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -209,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--policy", help="policy label for a URL backend; the policy to run for sim/--launch")
     r.add_argument("--backend", help="server URL (http://host:port) or 'sim'")
     r.add_argument("--launch", action="store_true", help="start a local tiny CPU server with --policy")
-    r.add_argument("--launch-args", default="", help="extra server arguments for --launch, e.g. '--max-total-tokens 16384'")
+    r.add_argument("--launch-args", default="", help="extra server arguments for --launch, e.g. '--max-total-tokens 16384' "
+                        "(--enable-metrics is always on: the audit needs the admission times)")
     r.add_argument("--sim-opt", action="append", default=[], metavar="KEY=VALUE",
                    help="simulator option for --backend sim (repeatable), e.g. --sim-opt num_workers=4")
     r.add_argument("--api", choices=API_CHOICES, default="generate", help="native /generate or /v1/completions")

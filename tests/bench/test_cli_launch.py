@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sglang_fair.bench.__main__ import EXIT_OK, main
+from sglang_fair.bench.__main__ import EXIT_OK, EXIT_VIOLATION, main
 
 pytestmark = pytest.mark.server
 
@@ -15,10 +15,14 @@ def test_launch_runs_the_policy_and_stops_the_server(tmp_path, capsys):
     code = main(["run", "--workload", "synthetic", "--scenario", "fig4", "--set", "duration=null",
                  "--num-programs", "3", "--set", "rate=5", "--set", "input_tokens=16",
                  "--set", "output_tokens=4", "--policy", "vtc", "--launch", "--out", str(out), "--no-progress"])
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
     assert code == EXIT_OK, err
     s = json.loads((out / "summary.json").read_text())
     assert s["run"]["backend"] == "launch" and s["run"]["policy"] == "vtc"
     assert s["overall"]["requests_ok"] == 9
     assert s["run"]["backend_meta"]["url"].startswith("http://127.0.0.1:")
     assert "POST /generate" in (out / "server.log").read_text()  # the server's log stays with the run
+    # The launched server reports admission times, so the run can be audited.
+    assert "fairness audit:" in captured.out and "fairness audit: not possible" not in captured.out
+    assert main(["audit", str(out)]) in (EXIT_OK, EXIT_VIOLATION)  # audited: within the bound or not, never unauditable
