@@ -28,7 +28,10 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
     || fail "$VENV runs $("$VENV/bin/python" -V 2>&1); SGLang needs Python >= 3.11"
-if "$VENV/bin/python" -m pip show sglang-fair-cpu-shims >/dev/null 2>&1; then
+# The stand-ins' .pth (python -m sglang_fair.cpu_standins --install), or their old package of their own.
+if "$VENV/bin/python" -c 'import pathlib, sys, sysconfig
+sys.exit(not (pathlib.Path(sysconfig.get_paths()["purelib"]) / "sglang_fair_cpu_standins.pth").exists())' \
+    || "$VENV/bin/python" -m pip show sglang-fair-cpu-shims >/dev/null 2>&1; then
     fail "$VENV has the CPU stand-ins of scripts/install_cpu.sh; use a fresh VENV for the GPU install"
 fi
 command -v nvidia-smi >/dev/null || echo "install_gpu: warning: no nvidia-smi on PATH; is this a GPU machine?" >&2

@@ -20,9 +20,9 @@ which proves nothing either way. Then the checks of the default router (``d2lpm`
 ``d2lpm_global``) against Preble, the strongest non-fair peer, in the same run:
 throughput >= 0.95x, well-behaved P99 <= Preble's, within its bound.
 
-    PYTHONPATH=. python bench/dp_routers.py [--reps 3] [--out runs/dp-routers] [--json F] [--plot F]
+    PYTHONPATH=. python benchmarks/experiments/dp_routers.py [--reps 3] [--out runs/dp-routers] [--json F] [--plot F]
         [--systems preble d2lpm] [--add 'NAME=POLICY server arguments']
-    PYTHONPATH=. python bench/dp_routers.py --from-json F [--plot F]   # the table of a saved run, nothing run
+    PYTHONPATH=. python benchmarks/experiments/dp_routers.py --from-json F [--plot F]   # the table of a saved run, nothing run
 
 Run directories (records, summary.json, the server's log) stay under
 ``--out``/<system>-r<rep>; ``python -m sglang_fair.bench audit DIR`` repeats

@@ -24,7 +24,7 @@ beside the flood and their slowdowns; then the targets, ratios within the
 run: ``dp2``'s makespan <= 1.1x ``one-server``'s, and its output rate >= 1.8x
 ``one-core``'s. Every request must get exactly one answer.
 
-    PYTHONPATH=. python bench/dp_scaling.py [--reps 3] [--flood 400] [--connections 64] \\
+    PYTHONPATH=. python benchmarks/experiments/dp_scaling.py [--reps 3] [--flood 400] [--connections 64] \\
         [--systems one-server one-core dp2] [--json F] [--plot F] [--log-dir DIR]
 """
 

@@ -6,7 +6,7 @@ d output tokens, from the records), and its prompt is the first call's token
 ids (from the workload, regenerated from the same scenario and seed). Runs
 with a failed call are left out.
 
-    python bench/justitia_history.py --workload apps --scenario justitia_mix --seed 1 \
+    python benchmarks/experiments/justitia_history.py --workload apps --scenario justitia_mix --seed 1 \
         --run runs/mix-train --out runs/justitia-history.jsonl
 """
 

@@ -19,7 +19,7 @@ server's ``sglang_fair_client_recomputed_tokens_total``). Every request must get
 exactly one answer. Targets (isolation): light latency under flood <= 3x
 idle; flood makespan <= 1.1x and throughput >= 0.95x plain dlpm's.
 
-    PYTHONPATH=. python bench/latency_isolation.py [--reps 3] [--slots 16] [--think 0.5] [--flood 400] \
+    PYTHONPATH=. python benchmarks/experiments/latency_isolation.py [--reps 3] [--slots 16] [--think 0.5] [--flood 400] \
         [--json out.json] [--plot out.png] [--log-dir DIR]
 """
 

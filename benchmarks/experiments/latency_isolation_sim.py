@@ -2,11 +2,11 @@
 
 Three settings, each run with vtc and dlpm, with and without ``isolation``:
 
-* ``flood+chat``: the real-server benchmark's traffic (bench/latency_isolation.py)
+* ``flood+chat``: the real-server benchmark's traffic (benchmarks/experiments/latency_isolation.py)
   at GPU speed: 400 flood requests (512 shared + 16 own tokens -> 64) fill
   every slot, a light client chats 12 short turns (32 -> 16), one at a time;
   its idle latency is measured alone on the same worker. With 16 and 64 slots.
-* ``tot-s1``: the DLPM paper's ToT S1 at paper scale (bench/sim_trends.py's
+* ``tot-s1``: the DLPM paper's ToT S1 at paper scale (benchmarks/experiments/sim_trends.py's
   arrivals and KV pool), D = 1; the default 1,024 slots and 64.
 * ``chat-s1``: configs/chat_s1.yaml with arrivals 10x faster, 8 slots.
 
@@ -14,7 +14,7 @@ Prints the light (well-behaved) clients' mean and P99 request latency, the
 makespan as a ratio to the same policy without isolation, and the
 preemptions and recomputed tokens. The simulator is deterministic: one run each.
 
-    PYTHONPATH=. python bench/latency_isolation_sim.py [--json out.json] [--settings "flood+chat, 16 slots" ...]
+    PYTHONPATH=. python benchmarks/experiments/latency_isolation_sim.py [--json out.json] [--settings "flood+chat, 16 slots" ...]
 """
 
 from __future__ import annotations

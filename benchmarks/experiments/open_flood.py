@@ -25,7 +25,7 @@ tenants' idle median and their P50/P99 beside the flood as slowdowns, and the
 flood's split over the workers; then the targets, ratios within the run.
 Every request must get exactly one answer.
 
-    PYTHONPATH=. python bench/open_flood.py [--reps 3] [--connections 64 256] [--flood 400] \\
+    PYTHONPATH=. python benchmarks/experiments/open_flood.py [--reps 3] [--connections 64 256] [--flood 400] \\
         [--systems d2lpm preble gateway+lpm] [--chain 1] [--json F] [--plot F] [--log-dir DIR]
 """
 

@@ -27,8 +27,8 @@ column. ``--sweeps`` also writes the Q^u sweep (Fig. 1) and the Q^w sweep
 grid.json) again with seeds 0..N-1, the default router and Preble on the same
 arrivals, to tell a systematic loss from seed-to-seed noise (seeds.md).
 
-    PYTHONPATH=. python bench/sim_trends.py --out docs/sim-trends --small-pool [--sweeps] [--runs-dir DIR]
-    PYTHONPATH=. python bench/sim_trends.py --out docs/sim-trends --no-grid --seeds 5 --jobs 2
+    PYTHONPATH=. python benchmarks/experiments/sim_trends.py --out docs/sim-trends --small-pool [--sweeps] [--runs-dir DIR]
+    PYTHONPATH=. python benchmarks/experiments/sim_trends.py --out docs/sim-trends --no-grid --seeds 5 --jobs 2
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ def header(args, wall_s: float, runs_dir: Path) -> str:
         rates.append(desc)
     reserved = sglang_reserved_mib()
     return (
-        f"Command: `PYTHONPATH=. python bench/sim_trends.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}` "
+        f"Command: `PYTHONPATH=. python benchmarks/experiments/sim_trends.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}` "
         f"({wall_s / 60:.1f} min wall on the shared 2-core machine, one process).\n\n"
         f"**Workers.** Simulated H100s, cost-model profile h100-llama-3.1-8b. KV pool {pool:,} tokens per worker "
         f"= (mem_fraction_static x GPU memory - weights) / KV bytes per token = ({mem_fraction_static()} x "
@@ -454,7 +454,7 @@ def main() -> None:
         (out / "seeds.json").write_text(json.dumps(rows, indent=1) + "\n")
         (out / "seeds.md").write_text(
             "# The default router's targets over seeds\n\n"
-            f"`PYTHONPATH=. python bench/sim_trends.py --out {args.out} --no-grid --seeds {args.seeds} "
+            f"`PYTHONPATH=. python benchmarks/experiments/sim_trends.py --out {args.out} --no-grid --seeds {args.seeds} "
             f"--jobs {args.jobs}`: every target cell of grid.md (D > 1, full pool) run again with seeds "
             f"0..{args.seeds - 1} (seed 0 is the grid's run; a seed draws the arrivals and the programs); "
             "`d2lpm` and `preble` see the same arrivals under each seed. Ratios are d2lpm's over Preble's; "

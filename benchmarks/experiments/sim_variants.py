@@ -1,6 +1,6 @@
 """One cell of the simulator grid under router variants: where does the default router lose?
 
-Runs one (workload, scenario, D) cell of ``bench/sim_trends.py`` (same
+Runs one (workload, scenario, D) cell of ``benchmarks/experiments/sim_trends.py`` (same
 arrivals, KV pool and simulator settings) for each seed and each named
 variant, and prints throughput (and its ratio to Preble's), cache hit rate,
 Jain's index and the well-behaved clients' P99 program latency.
@@ -26,13 +26,13 @@ latency and when its last request finished, and Jain's index over the
 arrival window instead: Jain over the all-active interval ends where the
 first client finishes, which one late request can move.
 
-    PYTHONPATH=. python bench/sim_variants.py --cell judge-s2-4 --seeds 0,3 --why-held
-    PYTHONPATH=. python bench/sim_variants.py --cell qa-s1-8 --kv-pool 60000 --variants preble,d2lpm,no-fairness
-    PYTHONPATH=. python bench/sim_variants.py --cell judge-s2-4 --variants preble,d2lpm \
+    PYTHONPATH=. python benchmarks/experiments/sim_variants.py --cell judge-s2-4 --seeds 0,3 --why-held
+    PYTHONPATH=. python benchmarks/experiments/sim_variants.py --cell qa-s1-8 --kv-pool 60000 --variants preble,d2lpm,no-fairness
+    PYTHONPATH=. python benchmarks/experiments/sim_variants.py --cell judge-s2-4 --variants preble,d2lpm \
         --add 'queue-8192={"local_queue_tokens": 8192}'
-    PYTHONPATH=. python bench/sim_variants.py --cell qa-s2-4 --variants d2lpm --per-client \
+    PYTHONPATH=. python benchmarks/experiments/sim_variants.py --cell qa-s2-4 --variants d2lpm --per-client \
         --add 'queue-8192={"local_queue_tokens": 8192}'
-    PYTHONPATH=. python bench/sim_variants.py --cell tot-s2-4 --variants vtc,preble,d2lpm --profile h100-sdpa-llama-3.1-8b
+    PYTHONPATH=. python benchmarks/experiments/sim_variants.py --cell tot-s2-4 --variants vtc,preble,d2lpm --profile h100-sdpa-llama-3.1-8b
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ serving engine computes them. On CUDA every row is also captured in a CUDA
 graph and replayed (``ms``), which removes Python's launch cost as SGLang's
 graphs do; ``eager_ms`` is the same work launched op by op.
 
-    python3 bench/gpu_step_times.py --out calibration.json                 # 8B and 3B, ~3 min on an H100
-    python3 bench/gpu_step_times.py --model tiny --device cpu --quick --out /tmp/c.json
+    python3 benchmarks/speed/gpu_step_times.py --out calibration.json                 # 8B and 3B, ~3 min on an H100
+    python3 benchmarks/speed/gpu_step_times.py --model tiny --device cpu --quick --out /tmp/c.json
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     skipped: list[str] = []
     out = {"meta": {"gpu": gpu, "torch": torch.__version__, "device": args.device, "dtype": str(dtype),
                     "repeats": args.repeats, "warmup": args.warmup, "cuda_graphs": not args.no_graphs,
-                    "script": "bench/gpu_step_times.py", "skipped": skipped}, "rows": []}
+                    "script": "benchmarks/speed/gpu_step_times.py", "skipped": skipped}, "rows": []}
     path = Path(args.out)
     with torch.inference_mode():
         for name in models:

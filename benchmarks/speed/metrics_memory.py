@@ -13,7 +13,7 @@ size of SGLang's Prometheus directory. Ratios are to the start, measured in
 the same run; the target is RSS and series back within 10% of the start past
 the idle timeout (PASS/FAIL). Every request must get exactly one answer.
 
-    PYTHONPATH=. python bench/metrics_memory.py [--ids 20000] [--idle-timeout 15] [--concurrency 32] [--json out.json]
+    PYTHONPATH=. python benchmarks/speed/metrics_memory.py [--ids 20000] [--idle-timeout 15] [--concurrency 32] [--json out.json]
 """
 
 from __future__ import annotations

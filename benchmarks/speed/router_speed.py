@@ -21,9 +21,9 @@ sides of a ratio then see the same minutes.
 Targets, checked on D²LPM in the same run: p50 within ``--target-ratio`` x
 round-robin's p50 (wall), and p99 <= ``--target-p99-us`` (wall).
 
-    PYTHONPATH=. python bench/router_speed.py            # full run (~1 min)
-    PYTHONPATH=. python bench/router_speed.py --quick    # smoke run
-    PYTHONPATH=. python bench/router_speed.py --memory   # index memory per 1M tokens
+    PYTHONPATH=. python benchmarks/speed/router_speed.py            # full run (~1 min)
+    PYTHONPATH=. python benchmarks/speed/router_speed.py --quick    # smoke run
+    PYTHONPATH=. python benchmarks/speed/router_speed.py --memory   # index memory per 1M tokens
 
 ``--baseline-index FILE`` adds a row "d2lpm@baseline": D²LPM over the
 ``RadixIndex`` class of FILE (e.g. an older radix_index.py taken from git), fed

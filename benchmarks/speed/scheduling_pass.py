@@ -7,7 +7,7 @@ half of them cached. Each repetition gets a fresh queue, cache and policy
 (built outside the timed region). Prints medians and the ratio to lpm measured
 in the same run.
 
-    python bench/scheduling_pass.py [--sizes 32 128 1000 10000] [--reps 15]
+    python benchmarks/speed/scheduling_pass.py [--sizes 32 128 1000 10000] [--reps 15]
 
 SGLang's LPM falls back to FCFS (no prefix matching) above 128 queued
 requests; dlpm keeps its deficit gating there (see docs/architecture.md).

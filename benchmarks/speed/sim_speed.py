@@ -8,7 +8,7 @@ depend on the generators' defaults: 4 clients send Tree-of-Thoughts programs
 DLPM paper's Table 3 S1. Prompts: a 400-token shared template, a ~70-token
 question, 16-token step instructions; every call outputs 256 tokens.
 
-    PYTHONPATH=. python bench/sim_speed.py [--policy dlpm] [--router d2lpm] [--rate 5] [--kv-pool 60000]
+    PYTHONPATH=. python benchmarks/speed/sim_speed.py [--policy dlpm] [--router d2lpm] [--rate 5] [--kv-pool 60000]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The simulator at the DLPM paper's scale: its workloads, an H100's KV pool, one simulated run.
 
-Shared by the paper's evaluation grid (``bench/sim_trends.py``) and the
-experiments built on its cells (``bench/sim_variants.py``,
-``bench/latency_isolation_sim.py``):
+Shared by the paper's evaluation grid (``benchmarks/experiments/sim_trends.py``) and the
+experiments built on its cells (``benchmarks/experiments/sim_variants.py``,
+``benchmarks/experiments/latency_isolation_sim.py``):
 
 * ``paper_workload``: a scenario of ``configs/`` at the paper's lengths
   (Table 2), every client's Gamma arrival rate x ``LOAD`` x the number of

@@ -3,7 +3,7 @@
 The fairness bounds (docs/fairness.md) depend on the policy, its quantum and
 token weights, the cost function, the router and its options, the number of
 workers and each worker's KV pool. The simulator knows all of them
-(``sim_params``); for a live server, ``bench/server_params.py`` reads them
+(``sim_params``); for a live server, ``sglang_fair/bench/server_params.py`` reads them
 from ``/server_info``. A value nobody could tell is ``None``.
 """
 

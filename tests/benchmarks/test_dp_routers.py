@@ -1,4 +1,4 @@
-"""bench/dp_routers.py: the table and checks of the real-engine router comparison (no server is started)."""
+"""benchmarks/experiments/dp_routers.py: the table and checks of the real-engine router comparison (no server is started)."""
 
 import importlib.util
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 
 from sglang_fair.workloads.registry import make_workload
 
-_PATH = Path(__file__).resolve().parents[2] / "bench" / "dp_routers.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "experiments" / "dp_routers.py"
 _spec = importlib.util.spec_from_file_location("dp_routers", _PATH)
 dp = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dp)

@@ -1,4 +1,4 @@
-"""bench/dp_scaling.py and bench/open_flood.py: tables and targets from given repetitions (no server)."""
+"""benchmarks/experiments/dp_scaling.py and benchmarks/experiments/open_flood.py: tables and targets from given repetitions (no server)."""
 
 import importlib.util
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 
 from sglang_fair.bench.flood import Rep, Shape
 
-_BENCH = Path(__file__).resolve().parents[2] / "bench"
+_BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "experiments"
 
 
 def _load(name: str):

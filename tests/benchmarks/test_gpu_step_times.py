@@ -1,4 +1,4 @@
-"""bench/gpu_step_times.py on the CPU: the forward pass is a correct transformer with
+"""benchmarks/speed/gpu_step_times.py on the CPU: the forward pass is a correct transformer with
 a KV cache (so the timed work is the real work), and its rows are in the fit's format."""
 
 import importlib.util
@@ -13,7 +13,7 @@ from sglang_fair.sim.costmodel import load_profile
 from sglang_fair.sim.fit import fit_errors
 
 _ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("gpu_step_times", _ROOT / "bench" / "gpu_step_times.py")
+_spec = importlib.util.spec_from_file_location("gpu_step_times", _ROOT / "benchmarks" / "speed" / "gpu_step_times.py")
 gst = importlib.util.module_from_spec(_spec)
 sys.modules["gpu_step_times"] = gst  # its dataclasses look their module up
 _spec.loader.exec_module(gst)

@@ -1,11 +1,11 @@
-"""bench/router_speed.py: a tiny run of each measurement (numbers are not judged here)."""
+"""benchmarks/speed/router_speed.py: a tiny run of each measurement (numbers are not judged here)."""
 
 import argparse
 import importlib.util
 import itertools
 from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[2] / "bench" / "router_speed.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "speed" / "router_speed.py"
 _spec = importlib.util.spec_from_file_location("router_speed", _PATH)
 rs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rs)

@@ -1,8 +1,8 @@
-"""Every script under bench/ runs as its docstring says, at a tiny size (its numbers are not judged here).
+"""Every script under benchmarks/ runs as its docstring says, at a tiny size (its numbers are not judged here).
 
 The scripts whose numbers a unit test checks have their own test module
 (``test_<script>.py``); this module runs the others end to end, as a user
-would: ``PYTHONPATH=. python bench/<script>.py ...``.
+would: ``PYTHONPATH=. python benchmarks/<speed|experiments>/<script>.py ...``.
 """
 
 from __future__ import annotations
@@ -16,25 +16,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = {path.stem: path for path in (ROOT / "benchmarks").glob("*/*.py")}
 TESTED_ELSEWHERE = {"dp_routers", "dp_scaling", "gpu_step_times", "router_speed", "sim_trends", "sim_variants"}
 
 
 def _run(script: str, *args: str, timeout: float = 600, exit_codes: tuple[int, ...] = (0,)) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / f"{script}.py"), *args], cwd=ROOT, env=env,
+    run = subprocess.run([sys.executable, str(SCRIPTS[script]), *args], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=timeout)
     assert run.returncode in exit_codes, run.stdout[-3000:] + run.stderr[-3000:]
     return run.stdout
 
 
 def test_every_script_has_a_test() -> None:
-    scripts = {path.stem for path in (ROOT / "bench").glob("*.py")}
+    scripts = set(SCRIPTS)
     here = {"sim_speed", "scheduling_pass", "justitia_history", "latency_isolation_sim", "latency_isolation",
             "metrics_memory", "open_flood"}
     untested = scripts - TESTED_ELSEWHERE - here
-    assert not untested, f"bench scripts without a test: {sorted(untested)}"
+    assert not untested, f"benchmark scripts without a test: {sorted(untested)}"
     for name in TESTED_ELSEWHERE:
-        assert (ROOT / "tests" / "bench" / f"test_{name}.py").exists(), name
+        assert (ROOT / "tests" / "benchmarks" / f"test_{name}.py").exists(), name
 
 
 def test_sim_speed() -> None:

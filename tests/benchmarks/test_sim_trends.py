@@ -1,11 +1,11 @@
-"""bench/sim_trends.py: the grid's systems and target checks (no grid is run)."""
+"""benchmarks/experiments/sim_trends.py: the grid's systems and target checks (no grid is run)."""
 
 import importlib.util
 from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "bench" / "sim_trends.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "experiments" / "sim_trends.py"
 _spec = importlib.util.spec_from_file_location("sim_trends", _PATH)
 st = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(st)

@@ -1,4 +1,4 @@
-"""bench/sim_variants.py: a short cell under two variants, with the hold probe."""
+"""benchmarks/experiments/sim_variants.py: a short cell under two variants, with the hold probe."""
 
 import importlib.util
 import logging
@@ -10,7 +10,7 @@ import pytest
 from sglang_fair.router.global_dlpm import GlobalDLPMRouter
 from sglang_fair.sim.worker import SimRequest
 
-_PATH = Path(__file__).resolve().parents[2] / "bench" / "sim_variants.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "experiments" / "sim_variants.py"
 _spec = importlib.util.spec_from_file_location("sim_variants", _PATH)
 sv = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sv)

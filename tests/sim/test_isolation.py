@@ -1,7 +1,7 @@
 """Latency isolation in the simulator: a light client's chat beside a flood on a simulated H100.
 
 The flood's 400 requests fill all 16 slots; the light client sends 12 short
-requests one after another (``flood_and_chat`` of bench/latency_isolation_sim.py).
+requests one after another (``flood_and_chat`` of benchmarks/experiments/latency_isolation_sim.py).
 The simulator is deterministic, so the targets are asserted as they are stated
 for the real server.
 """
@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 
-from bench.latency_isolation_sim import flood_and_chat
+from benchmarks.experiments.latency_isolation_sim import flood_and_chat
 from sglang_fair.bench.audit import audit_run
 from sglang_fair.bench.output import write_run
 from sglang_fair.metrics.service import ServiceWeights
