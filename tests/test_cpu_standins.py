@@ -49,7 +49,7 @@ def test_torchvision_stand_in_imports_but_refuses_use():
         Normalize(mean=[0.5], std=[0.5])
 
 
-def _bare_python(tmp_path: Path, extra_path: str = "") -> dict:
+def _bare_python(extra_path: str = "") -> dict:
     """An environment whose imports see neither this venv's .pth files nor sglang-fair's checkout:
     only the standard library, what ``extra_path`` adds, and sglang_fair itself (by its folder)."""
     package_root = str(Path(cpu_standins.__file__).resolve().parents[2])
@@ -61,7 +61,7 @@ def test_launcher_activation_finds_both_modules_in_a_process_that_lacks_them(tmp
             "print(c.missing()); print(c.activate_if_missing()); print(c.missing()); "
             "print(os.environ['PYTHONPATH'].split(os.pathsep)[0] == str(c.SITE))")
     # -S: no site-packages, so nothing of this venv (the .pth included) is visible.
-    out = subprocess.run([sys.executable, "-S", "-c", code], env=_bare_python(tmp_path), cwd=tmp_path,
+    out = subprocess.run([sys.executable, "-S", "-c", code], env=_bare_python(), cwd=tmp_path,
                          capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[:4] == ["['sgl_kernel', 'torchvision']", "['sgl_kernel', 'torchvision']", "[]", "True"]
 
@@ -78,7 +78,7 @@ def test_install_refuses_where_a_real_package_would_be_shadowed(tmp_path):
     (real / "torchvision").mkdir(parents=True)
     (real / "torchvision" / "__init__.py").write_text("")
     code = "from sglang_fair.cpu_standins.__main__ import main; raise SystemExit(main(['--install']))"
-    done = subprocess.run([sys.executable, "-S", "-c", code], env=_bare_python(tmp_path, str(real)), cwd=tmp_path,
+    done = subprocess.run([sys.executable, "-S", "-c", code], env=_bare_python(str(real)), cwd=tmp_path,
                           capture_output=True, text=True)
     assert done.returncode == 2
     assert "a real torchvision is installed" in done.stderr and str(real) in done.stderr

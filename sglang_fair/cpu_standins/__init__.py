@@ -48,14 +48,13 @@ def missing() -> list[str]:
     return [name for name in MODULES if importlib.util.find_spec(name) is None]
 
 
-def activate_if_missing(environ: dict | None = None) -> list[str]:
+def activate_if_missing() -> list[str]:
     """Put ``site/`` first on this process's import path and on ``PYTHONPATH`` (for the
     server's child processes) when a module is missing; returns what was missing."""
     absent = missing()
     if absent and str(SITE) not in sys.path:
-        environ = os.environ if environ is None else environ
         sys.path.insert(0, str(SITE))
-        environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(SITE), environ.get("PYTHONPATH", "")) if p)
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(SITE), os.environ.get("PYTHONPATH", "")) if p)
     return absent
 
 

@@ -51,12 +51,20 @@ def name_the_field(original: Callable[[Any], str | None], body: Any, *args, **kw
     return f"{path}: {error}" if path else error
 
 
+_MAX_PROBES = 64  # contract checks spent looking for the field; a huge body gets the error unnamed
+
+
 def _culprit(body: Any, still_fails: Callable[[Any], bool]) -> str:
-    """The dotted path of the smallest part of ``body`` whose removal makes the error go away."""
+    """The dotted path of the smallest part of ``body`` whose removal makes the error go away
+    (as far as ``_MAX_PROBES`` checks find it: each check reads the whole body)."""
     path: list[str] = []
     node, rebuild = body, (lambda replaced: replaced)
+    probes = 0
     while isinstance(node, (dict, list)):
         keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if probes + len(keys) > _MAX_PROBES:
+            return ""
+        probes += len(keys)
         for key in keys:
             without = ({k: v for k, v in node.items() if k != key} if isinstance(node, dict)
                        else [v for i, v in enumerate(node) if i != key])

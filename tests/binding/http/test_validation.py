@@ -61,3 +61,15 @@ def test_fastapi_errors_become_field_and_message_without_input():
     assert describe_errors(errors) == ("text: Input should be a valid string or Input should be a valid list; "
                                        "sampling_params.0: Input should be a valid dictionary; "
                                        "body: JSON decode error")
+
+
+def test_a_huge_body_gets_the_error_unnamed_rather_than_a_quadratic_search():
+    calls = []
+
+    def counting(body):
+        calls.append(1)
+        return _contract(body)
+
+    body = {f"k{i}": i for i in range(5000)} | {"sampling_params": {"max_new_tokens": 1.5}}
+    assert name_the_field(counting, body) == "invalid type: floating point `1.5`, expected an integer"
+    assert len(calls) == 1
