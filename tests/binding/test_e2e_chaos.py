@@ -5,7 +5,7 @@ hostile requests, clients that hang up on their streams, and worker 1 killed
 while it has requests in flight. Every request that is not abandoned gets
 exactly one answer (a full generation, a 4xx refusal, or the explicit 503 of
 the dead worker); nothing hangs; the survivor keeps serving; its memory stays
-bounded; health reports the dead worker.
+bounded; health reports the dead worker; SIGTERM then ends the server by itself.
 """
 
 from __future__ import annotations
@@ -143,6 +143,10 @@ def test_chaos_every_request_is_answered_once_and_the_survivor_serves():
         counts = {kind: sum(1 for status, body in every if _kind(status, body) == kind)
                   for kind in ("served", "refused (4xx)", "worker died (503)")}
         print(f"chaos: {len(every)} answered, {counts}, {HANG_UPS} hang-ups, survivor RSS {rss_ratio:.2f}x")
+        # After all that, SIGTERM still ends the whole server, promptly and by itself.
+        stopping = time.monotonic()
+        code = server.stop()
+        assert time.monotonic() - stopping < 30 and code is not None and code != -9, code
 
 
 def _kind(status: int, body: dict) -> str:
