@@ -4,10 +4,12 @@ Every rank's scheduler holds a copy of the fair policy, whose timeouts (idle
 clients, FairServe's windows, Justitia's jobs) must expire at the same point
 of the event sequence on every rank; each rank's own clock reads differently.
 SGLang's first rank pulls the requests and broadcasts them to the others once
-per loop; ``share_rank0_clock`` adds a ``ClockTick`` with rank 0's time to that
-broadcast and takes it out on every rank, into ``process_clock()`` (a
-``StampClock``: one scheduler per process, so one clock per process), which
-the fair policy reads instead of its own clock (``schedule_policy.py``).
+per loop; when it has any, ``share_rank0_clock`` adds a ``ClockTick`` with
+rank 0's time to that broadcast and takes it out on every rank, into
+``process_clock()`` (a ``StampClock``: one scheduler per process, so one
+clock per process), which the fair policy reads instead of its own clock
+(``schedule_policy.py``). Time so moves with arrivals, which is when the
+timeouts are checked (``FairScheduler.at_arrival_stamp``).
 
 Hook: ``share_rank0_clock`` AROUND
 ``SchedulerRequestReceiver._broadcast_reqs_across_ranks`` (SGLang 0.5.23).
@@ -62,7 +64,7 @@ def share_rank0_clock(original, receiver, recv_reqs, *args, **kwargs):
     parallel = get_parallel()
     if parallel.tp_size == 1 or getattr(parallel, "attn_dp_enabled", False):
         return original(receiver, recv_reqs, *args, **kwargs)
-    if recv_reqs is not None:  # rank 0: what it pulled, and its time
+    if recv_reqs:  # rank 0, with requests to pass on: its time rides along (nothing extra is sent otherwise)
         recv_reqs = [*recv_reqs, ClockTick(time.perf_counter())]
     received = original(receiver, recv_reqs, *args, **kwargs)
     ticks = [req for req in received if isinstance(req, ClockTick)]
