@@ -5,8 +5,9 @@ arrivals, KV pool and simulator settings) for each seed and each named
 variant, and prints throughput (and its ratio to Preble's), cache hit rate,
 Jain's index and the well-behaved clients' P99 program latency.
 
-``--why-held`` also instruments ``d2lpm_global`` (its methods are wrapped for
-the run, not changed) and reports, in shares of all prompt tokens:
+``--why-held`` also observes ``d2lpm_global`` (its ``observer``: each arrival,
+placement and placement round, with why each request still waits; the
+run's records give the admissions) and reports, in shares of all prompt tokens:
 
 * ``at arrival``: what the router's index held of each prompt, on any worker,
   when the request arrived; ``at admission``: what the worker really found
@@ -39,11 +40,9 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import json
 import logging
 import statistics
-from collections.abc import Iterator
 
 from sglang_fair.bench.paper_grid import DURATION_S, SIM, paper_workload, run_one
 from sglang_fair.metrics.backlog import backlog_spans
@@ -53,8 +52,6 @@ from sglang_fair.metrics.fairness import (
     service_rates_in,
 )
 from sglang_fair.metrics.service import ServiceWeights, by_client
-from sglang_fair.router.global_dlpm import GlobalDLPMRouter
-from sglang_fair.router.radix_index import pack
 from sglang_fair.runs.records import RequestRecord
 from sglang_fair.sim.costmodel import ProfileError, load_profile
 
@@ -73,69 +70,37 @@ LOST_MIN_TOKENS = 256
 
 
 class HoldProbe:
-    """What ``d2lpm_global`` knew of each request and why it held it (``--why-held``)."""
+    """What ``d2lpm_global`` knew of each request and why it held it (``--why-held``): the
+    router's observer (``GlobalDLPMRouter.observer``), then the run's records for admissions."""
 
     def __init__(self) -> None:
         self.requests: dict[str, dict] = {}
         self._since: dict[str, tuple[str, float]] = {}  # rid -> (reason held, since)
 
-    @contextlib.contextmanager
-    def attached(self) -> Iterator[HoldProbe]:
-        from sglang_fair.sim.worker import SimRequest
+    def routed(self, rid: str, client: str, tokens: int, cached_anywhere: int, t: float) -> None:
+        self.requests[rid] = {"client": client, "tokens": tokens, "arrival": cached_anywhere, "t_arrival": t,
+                              "held": collections.Counter()}
 
-        saved = {(cls, name): getattr(cls, name) for cls, name in
-                 ((GlobalDLPMRouter, "route"), (GlobalDLPMRouter, "_dispatch"), (GlobalDLPMRouter, "_pump"),
-                  (SimRequest, "admitted_at"))}
-        probe = self  # the wrappers below are methods of the classes, whose ``self`` is the router
-        route, dispatch, pump, admitted_at = saved.values()
+    def dispatched(self, rid: str, worker: int, cached_there: int, t: float) -> None:
+        info = self.requests.get(rid)
+        if info is not None:
+            info["placed"], info["t_placed"] = cached_there, t
 
-        def probed_route(router, rid, client, tokens, max_new):
-            match = router.index._match(pack(tokens), tokens, touch=False)  # no LRU touch: not a real lookup
-            probe.requests[rid] = {"client": client, "tokens": len(tokens), "arrival": match.length,
-                                   "t_arrival": router.clock(), "held": collections.Counter()}
-            return route(router, rid, client, tokens, max_new)
-
-        def probed_dispatch(router, tracked, worker):
-            info = probe.requests.get(tracked.rid)
-            if info is not None:
-                match = router.index.refresh(tracked.payload.match, touch=False)
-                info["placed"] = match.cached_len(worker)
-                info["t_placed"] = router.clock()
-            return dispatch(router, tracked, worker)
-
-        def probed_pump(router):
-            pump(router)
-            probe._sample(router)
-
-        def probed_admitted_at(req, t):
-            info = probe.requests.get(req.rid)
-            if info is not None and "admitted" not in info:
-                info["admitted"], info["t_admitted"] = req.cached_tokens or 0, t
-            return admitted_at(req, t)
-
-        GlobalDLPMRouter.route, GlobalDLPMRouter._dispatch = probed_route, probed_dispatch
-        GlobalDLPMRouter._pump, SimRequest.admitted_at = probed_pump, probed_admitted_at
-        try:
-            yield self
-        finally:
-            for (cls, name), fn in saved.items():
-                setattr(cls, name, fn)
-
-    def _sample(self, router: GlobalDLPMRouter) -> None:
-        now = router.clock()
-        rooms = any(router._has_room(w) for w in range(router.num_workers))
-        deficits = router.fair.policy.deficits
-        held = set()
-        for client, reqs in router.waiting.items():
-            why = "no room" if not rooms else "deficit" if deficits.get(client, 0.0) <= 0 else "passed over"
-            for rid in reqs:
-                held.add(rid)
-                current = self._since.get(rid)
-                if current is None or current[0] != why:
-                    self._close(rid, now)
-                    self._since[rid] = (why, now)
+    def pumped(self, held: dict[str, str], t: float) -> None:
+        for rid, why in held.items():
+            current = self._since.get(rid)
+            if current is None or current[0] != why:
+                self._close(rid, t)
+                self._since[rid] = (why, t)
         for rid in [r for r in self._since if r not in held]:
-            self._close(rid, now)
+            self._close(rid, t)
+
+    def admitted(self, records: list[RequestRecord]) -> None:
+        """Each request's cached tokens and time at admission, from the run's records."""
+        for record in records:
+            info = self.requests.get(record.rid)
+            if info is not None and record.t_admitted is not None:
+                info["admitted"], info["t_admitted"] = record.cached_tokens or 0, record.t_admitted
 
     def _close(self, rid: str, now: float) -> None:
         current = self._since.pop(rid, None)
@@ -219,9 +184,11 @@ def run(args: argparse.Namespace, emit=print) -> None:
         for name in args.variants:
             policy, router, options, _ = table[name]
             probe = HoldProbe() if args.why_held and router == "d2lpm_global" else None
-            with probe.attached() if probe else contextlib.nullcontext():
-                row = run_one(wl, policy, router, int(workers), seed, router_options=options,
-                                 keep_records=args.per_client, **sim)
+            row = run_one(wl, policy, router, int(workers), seed, router_options=options,
+                          keep_records=args.per_client or probe is not None,
+                          **(sim | ({"router_observer": probe} if probe else {})))
+            if probe is not None:
+                probe.admitted(row["records"])
             if name == "preble":
                 preble = row["throughput"]
             ratio = f"{row['throughput'] / preble:.3f}" if preble else "-"

@@ -48,6 +48,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from sglang_fair.core import FairOptions, FairScheduler
 from sglang_fair.core.options import DEFAULT_QUANTUM, SettingsUpdate
@@ -116,6 +117,19 @@ class _Waiting:
             self.length, self.holders = common, 1 << worker
         elif common == self.length:
             self.holders |= 1 << worker
+
+
+class PlacementObserver(Protocol):
+    """What ``GlobalDLPMRouter`` tells an observer (``router.observer``), at its clock's time ``t``."""
+
+    def routed(self, rid: str, client: str, tokens: int, cached_anywhere: int, t: float) -> None:
+        """A request arrived; ``cached_anywhere``: its longest prefix cached on any worker."""
+
+    def dispatched(self, rid: str, worker: int, cached_there: int, t: float) -> None:
+        """It was placed on ``worker``, which caches ``cached_there`` of its tokens."""
+
+    def pumped(self, held: dict[str, str], t: float) -> None:
+        """After each placement round: the requests still held and why (``hold_reasons``)."""
 
 
 class GlobalDLPMRouter(IndexedRouter):
@@ -190,6 +204,7 @@ class GlobalDLPMRouter(IndexedRouter):
         self._work: dict[str, float] = {}
         self._released: list[tuple[str, int]] = []
         self._next_gc = 0.0
+        self.observer: PlacementObserver | None = None  # e.g. a study of why requests wait here
         self.index.watch_removals(_PREFIX_KEY_TOKENS)
 
     # ---- requests in ------------------------------------------------------------
@@ -200,6 +215,8 @@ class GlobalDLPMRouter(IndexedRouter):
             raise ValueError(f"router {self.name}: request id {rid!r} is already in flight")
         self._collect_idle()
         match = self.index.match(tokens)
+        if self.observer is not None:
+            self.observer.routed(rid, client, len(tokens), match.length, self.clock())
         key = hash(match.packed[: _PREFIX_KEY_TOKENS * PACKED_TOKEN_BYTES])
         held = _Waiting(rid, client, tokens, int(max_new_tokens), match, key)
         held.rank_by(match, self.num_workers)
@@ -293,7 +310,20 @@ class GlobalDLPMRouter(IndexedRouter):
         """The one place a full local queue keeps for a client with nothing dispatched."""
         return self.alive[worker] and len(self.local[worker]) <= self.local_queue_requests
 
+    def hold_reasons(self) -> dict[str, str]:
+        """Why each held request is still here: ``no room`` (every local queue is full),
+        ``deficit`` (its client's counter is spent) or ``passed over`` (others went first)."""
+        rooms = any(self._has_room(w) for w in range(self.num_workers))
+        deficits = self.fair.policy.deficits  # type: ignore[attr-defined]
+        return {rid: "no room" if not rooms else "deficit" if deficits.get(client, 0.0) <= 0 else "passed over"
+                for client, reqs in self.waiting.items() for rid in reqs}
+
     def _pump(self) -> None:
+        self._place_held()
+        if self.observer is not None:
+            self.observer.pumped(self.hold_reasons(), self.clock())
+
+    def _place_held(self) -> None:
         """Place held requests while some worker has room (each placement may fill one)."""
         while self.waiting:
             rooms = [w for w in range(self.num_workers) if self._has_room(w)]
@@ -418,6 +448,8 @@ class GlobalDLPMRouter(IndexedRouter):
         self._unhold(tracked)
         match = self.index.refresh(held.match)  # current: the charge is what this worker really lacks
         cached = match.cached_len(worker)
+        if self.observer is not None:
+            self.observer.dispatched(held.rid, worker, cached, self.clock())
         self.fair.admit(tracked, cached)
         # Until a worker admits it, the request still waits: its client counts as
         # queued, so CHECKREFILL cannot refill others past a client stuck in a local queue.

@@ -40,7 +40,7 @@ class SimBackend:
     """
 
     def __init__(self, policy: str = "fcfs", seed: int | None = None, fair: dict | None = None,
-                 **config: object) -> None:
+                 router_observer: object | None = None, **config: object) -> None:
         unknown = set(config) - _CONFIG_FIELDS - _FAIR_FIELDS
         if unknown:
             raise ValueError(f"unknown simulator option(s) {', '.join(sorted(unknown))}; "
@@ -55,6 +55,7 @@ class SimBackend:
         if self.config.router not in ROUTERS:
             raise ValueError(f"unknown router {self.config.router!r}; choose one of {', '.join(sorted(ROUTERS))}")
         self.seed = 0 if seed is None else seed
+        self.router_observer = router_observer  # told where and why requests wait (GlobalDLPMRouter.observer)
 
     def run(self, workload: Workload, progress: bool = True) -> RunResult:
         started = time.perf_counter()
@@ -64,6 +65,10 @@ class SimBackend:
                 raise ValueError(f"workload {workload.name!r}: program id {prog.program_id!r} is used more than once")
             seen.add(prog.program_id)
         cluster = SimCluster(self.config, self.options, seed=self.seed)
+        if self.router_observer is not None:
+            if not hasattr(cluster.router, "observer"):
+                raise ValueError(f"router {self.config.router!r} tells no observer; d2lpm_global does")
+            cluster.router.observer = self.router_observer
         replay = _Replay(workload, cluster, tqdm(total=workload.num_calls(), disable=not progress,
                                                  desc=f"sim {self.options.policy}", unit="req"))
         errors: list[str] = []

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_fair.router.global_dlpm import GlobalDLPMRouter
-from sglang_fair.sim.worker import SimRequest
+from sglang_fair.bench.paper_grid import paper_workload, run_one
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "experiments" / "sim_variants.py"
 _spec = importlib.util.spec_from_file_location("sim_variants", _PATH)
@@ -16,14 +15,11 @@ sv = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sv)
 
 
-def test_probe_reports_each_variant_and_leaves_the_router_as_it_was():
-    before = (GlobalDLPMRouter.route, GlobalDLPMRouter._dispatch, GlobalDLPMRouter._pump, SimRequest.admitted_at)
+def test_probe_reports_each_variant():
     lines: list[str] = []
     args = sv.argparse.Namespace(cell="judge-s2-2", seeds=[0], variants=["preble", "d2lpm"], kv_pool=20_000,
                                  duration=3.0, why_held=True, per_client=False)
     sv.run(args, lines.append)
-    assert (GlobalDLPMRouter.route, GlobalDLPMRouter._dispatch, GlobalDLPMRouter._pump,
-            SimRequest.admitted_at) == before
     rows = {line.split()[1]: line.split() for line in lines if line.split()[:1] == ["0"]}
     assert set(rows) == {"preble", "d2lpm"}
     assert rows["preble"][3] == "1.000" and float(rows["d2lpm"][2]) > 0
@@ -35,10 +31,9 @@ def test_probe_reports_each_variant_and_leaves_the_router_as_it_was():
 
 def test_hold_reasons_add_up_to_the_time_held():
     probe = sv.HoldProbe()
-    args = sv.argparse.Namespace(cell="judge-s2-2", seeds=[1], variants=["d2lpm"], kv_pool=20_000,
-                                 duration=3.0, why_held=False, per_client=False)
-    with probe.attached():
-        sv.run(args, lambda line: None)
+    row = run_one(paper_workload("judge", "s2", 2, seed=1, duration=3.0), "dlpm", "d2lpm_global", 2, seed=1,
+                  keep_records=True, kv_pool_tokens=20_000, router_observer=probe)
+    probe.admitted(row["records"])
     placed = [r for r in probe.requests.values() if "t_placed" in r]
     assert placed and all("admitted" in r for r in placed)
     for r in placed:
@@ -104,3 +99,9 @@ def test_a_profile_is_checked_and_runs_the_cell_on_it(capsys):
     assert set(outs["h100-llama-3.1-8b"]) == {"vtc", "d2lpm"}
     # The H200 decodes faster (more memory bandwidth): the same arrivals are served sooner.
     assert all(outs["h200-llama-3.1-8b"][v] > outs["h100-llama-3.1-8b"][v] for v in ("vtc", "d2lpm"))
+
+
+def test_a_router_that_tells_no_observer_is_refused():
+    with pytest.raises(ValueError, match="tells no observer"):
+        run_one(paper_workload("judge", "s2", 2, seed=0, duration=1.0), "lpm", "preble", 2, seed=0,
+                kv_pool_tokens=20_000, router_observer=sv.HoldProbe())

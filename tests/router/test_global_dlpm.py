@@ -51,6 +51,34 @@ def test_a_full_local_queue_keeps_one_place_for_a_client_with_nothing_dispatched
     assert not r._newcomer_room(worker) and r._newcomer_room(1 - worker)  # one kept place per worker
 
 
+class _Observer:
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def routed(self, rid, client, tokens, cached_anywhere, t):
+        self.events.append(("routed", rid, client, tokens, cached_anywhere))
+
+    def dispatched(self, rid, worker, cached_there, t):
+        self.events.append(("dispatched", rid, worker, cached_there))
+
+    def pumped(self, held, t):
+        self.events.append(("pumped", held))
+
+
+def test_an_observer_hears_arrivals_placements_and_why_requests_wait() -> None:
+    r = _router(2, local_queue_requests=1)
+    r.observer = seen = _Observer()
+    r.route("a", "x", [1, 2, 3], 4)
+    r.route("b", "x", [1, 2, 3, 9], 4)  # 3 of its tokens are cached on worker 0 now
+    r.route("c", "x", [5, 6], 4)
+    assert seen.events[:3] == [("routed", "a", "x", 3, 0), ("dispatched", "a", 0, 0), ("pumped", {})]
+    assert seen.events[3] == ("routed", "b", "x", 4, 3)
+    assert seen.events[-1] == ("pumped", {"c": "no room"})  # both local queues are full
+    assert r.hold_reasons() == {"c": "no room"}
+    r.on_admitted("b", seen.events[4][2])
+    assert seen.events[-2][:2] == ("dispatched", "c") and seen.events[-1] == ("pumped", {})
+
+
 def test_without_the_kept_place_a_newcomer_waits_for_room() -> None:
     r = _router(2, local_queue_requests=1)
     assert r.route("a", "x", [1, 2, 3], 4) == 0
