@@ -219,6 +219,9 @@ def main(argv: list[str] | None = None) -> None:
         run_server(server_args)
     finally:
         kill_process_tree(os.getpid(), include_parent=False)
+    from sglang_fair.binding.common.quiet_exit import exit_without_finalizing
+
+    exit_without_finalizing()  # after a clean stop, no leak report from Triton's extension
 
 
 if __name__ == "__main__":

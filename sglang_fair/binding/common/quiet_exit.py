@@ -9,8 +9,9 @@ multiprocessing's) and drops only that report.
 Hook: ``exit_after_graceful_shutdown`` AFTER
 ``sglang.srt.managers.scheduler.abort_distributed_environment``, the last
 call of a scheduler's graceful shutdown in ``run_scheduler_process``
-(SGLang 0.5.23). The other processes print no such report: the main process
-(seen), and the detokenizer and controller, which SGLang kills.
+(SGLang 0.5.23). ``python -m sglang_fair.launch_server`` ends its own process
+the same way once the server has stopped; the detokenizer and the
+controller are killed by SGLang and print nothing.
 """
 
 from __future__ import annotations
