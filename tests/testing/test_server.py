@@ -120,10 +120,12 @@ def test_a_picked_port_taken_before_the_server_binds_it_is_picked_again(tiny_mod
         real_pick = server_module.pick_free_port
         monkeypatch.setattr(server_module, "pick_free_port", lambda host: next(picks, None) or real_pick(host))
         started = time.monotonic()
-        with LocalServer(model_path=tiny_model_dir, max_total_tokens=2048, startup_timeout_s=120) as running:
+        with LocalServer(model_path=tiny_model_dir, max_total_tokens=2048, startup_timeout_s=600) as running:
             assert running.port != busy
             assert _generate(running, _prompt(9, 8), max_new_tokens=2)["meta_info"]["completion_tokens"] == 2
-        assert time.monotonic() - started < 120  # the first launch was given up early
+        # The first launch was given up early, not after its 600 s start-up timeout (two starts and two
+        # stops take about 2 minutes on a busy 2-core machine; 121 s was seen).
+        assert time.monotonic() - started < 450
 
 
 @pytest.mark.server
