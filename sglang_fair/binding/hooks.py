@@ -48,14 +48,15 @@ def hook_table() -> list[Hook]:
     from sglang_fair.binding.controller import router_binding
     from sglang_fair.binding.http import (admin_routes, client_keys, fair_options, health, identity, router_options,
                                           server_info, throttle_response, validation)
-    from sglang_fair.binding.scheduler import accounting, admin_settings, admission_gate, rank_clock, router_reports
+    from sglang_fair.binding.scheduler import (accounting, admin_settings, admission_gate, prefill_adder, rank_clock,
+                                               router_reports)
     from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
 
     after, before, around, replace = HookType.AFTER, HookType.BEFORE, HookType.AROUND, HookType.REPLACE
     s = "scheduler"
     abort_sender = _ABORT_SENDER_BEFORE_0_5_23 if sends_aborts_inline() else _ABORT_SENDER
     if release_before("0.5.22"):  # SGLang 0.5.21 lacks these seams; the nearest function that carries each
-        adder = Hook("sglang.srt.managers.scheduler.PrefillAdder", accounting.pass_prefill_adder(), replace, s,
+        adder = Hook("sglang.srt.managers.scheduler.PrefillAdder", prefill_adder.FairPrefillAdder, replace, s,
                      f"{_SCHEDULER}._get_new_batch_prefill_raw")
         generate = Hook(f"{_HTTP}.launch_server", identity.identify_generate_route, before, s,
                         f"{_HTTP}.generate_request")

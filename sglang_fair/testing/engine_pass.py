@@ -10,6 +10,7 @@ sglang-fair hooks install in a live server. Needs SGLang's runtime context
 
 from __future__ import annotations
 
+import functools
 from array import array
 from collections.abc import Sequence
 
@@ -71,10 +72,10 @@ def admission_pass(policy, tree, alloc, queue: list, rem_input_tokens: int, rem_
 
     from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
     from sglang_fair.binding.scheduler.admission_gate import _AdmissionQueue
-    from sglang_fair.binding.scheduler.accounting import _make_adder_class
+    from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
 
     fair = isinstance(policy, FairSchedulePolicy)
-    adder_cls = _make_adder_class(PrefillAdder, policy) if fair else PrefillAdder
+    adder_cls = functools.partial(FairPrefillAdder, fair_policy=policy) if fair else PrefillAdder
     queue = _AdmissionQueue(queue) if fair else queue
     policy.calc_priority(queue)
     if fair and policy.gated:

@@ -6,6 +6,8 @@ What of ours runs here:
   ``SchedulePolicy`` and holds the core ``FairScheduler``;
 * ``admission_gate``: SGLang's admission loop walks the policy's candidates
   (AROUND ``Scheduler._get_new_batch_prefill_raw``);
+* ``prefill_adder``: ``FairPrefillAdder``, SGLang's ``PrefillAdder`` charging
+  and gating each admission of a fair policy's pass;
 * ``accounting``: requests queued, admitted, charged, aborted, throttled
   (``Scheduler._add_request_to_queue``, ``get_prefill_adder_class``,
   ``process_batch_result``, ``abort_request``, ``on_idle``, ``_abort_on_queued_limit``);

@@ -7,16 +7,10 @@ method (the hook table is ``binding/hooks.py``); the admission gate is
 * ``note_queued``            AFTER  ``Scheduler._add_request_to_queue``: a new,
   retracted or preempted request entered the waiting queue (VTC's counter lift
   happens here; a retracted request is never charged again).
-* ``fair_prefill_adder``     AFTER  ``Scheduler.get_prefill_adder_class``: an
-  adder subclass that charges each request's extend tokens when SGLang admits
-  it, after the cache match (cached prefix tokens are free under DLPM), and
-  during an isolation pass answers ``PrefillAdder.preempt_to_schedule`` (and a
-  refusal for lack of KV tokens) with the core's victims.
-  Building it arms the admission gate (``scheduler/admission_gate.py``), which
-  checks that each request it is asked to admit is the policy's candidate.
-  SGLang 0.5.21 has no ``get_prefill_adder_class``: its admission loop calls
-  ``PrefillAdder(...)``, so ``pass_prefill_adder()`` REPLACEs that class with
-  the same adder, which takes the pass's policy from the gate.
+* ``fair_prefill_adder``     AFTER  ``Scheduler.get_prefill_adder_class``:
+  ``FairPrefillAdder`` (``scheduler/prefill_adder.py``) bound to the
+  scheduler's policy; it charges each request's extend tokens when SGLang
+  admits it and, with isolation, preempts for starved clients.
 * ``charge_outputs``         AFTER  ``Scheduler.process_batch_result``: every
   generated token is charged once (decode, the first token from prefill,
   mixed chunks, speculative steps), and finished or aborted requests stop
@@ -42,9 +36,12 @@ import math
 import os
 from http import HTTPStatus
 
-from sglang_fair.binding.common.version import sends_aborts_inline
-from sglang_fair.binding.scheduler import admission_gate, isolation
+from sglang.srt.managers.schedule_policy import PrefillAdder
+
+from sglang_fair.binding.common.version import installed_sglang, sends_aborts_inline
+from sglang_fair.binding.scheduler.admission_loop_check import AdmissionBypassed
 from sglang_fair.binding.scheduler.client_metrics import ClientMetrics
+from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
 from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy, fair_policy
 
 logger = logging.getLogger(__name__)
@@ -91,60 +88,11 @@ def fair_prefill_adder(adder_cls, scheduler, *args, **kwargs):
     fair = fair_policy(scheduler)
     if fair is None:
         return adder_cls
-    cached = getattr(scheduler, "_fair_adder_classes", None)
-    if cached is None:
-        cached = scheduler._fair_adder_classes = {}
-    cls = cached.get(adder_cls)
-    if cls is None:
-        cls = cached[adder_cls] = _make_adder_class(adder_cls, fair)
-    return cls
-
-
-@functools.cache
-def pass_prefill_adder() -> type:
-    """SGLang 0.5.21's ``PrefillAdder``, fair during a fair policy's admission pass and stock elsewhere."""
-    from sglang.srt.managers.schedule_policy import PrefillAdder
-
-    return _make_adder_class(PrefillAdder, None)
-
-
-def _make_adder_class(base: type, bound: FairSchedulePolicy | None) -> type:
-    """``base`` charging and gating for the ``bound`` policy, or with None for the policy of the
-    admission pass in progress (an adder built outside one behaves as ``base``)."""
-    from sglang.srt.managers.schedule_policy import AddReqResult
-
-    def admitted(adder, req) -> bool:
-        return bool(adder.can_run_list) and adder.can_run_list[-1] is req
-
-    def __init__(self, *args, **kwargs):
-        base.__init__(self, *args, **kwargs)
-        self.fair_policy = bound if bound is not None else admission_gate.pass_policy()
-        if self.fair_policy is not None:
-            admission_gate.fair_adder_built(self.fair_policy)
-
-    def add_one_req(self, req, *args, **kwargs):
-        fair = self.fair_policy
-        if fair is None:
-            return base.add_one_req(self, req, *args, **kwargs)
-        admission_gate.check_offered(fair, req)
-        result = base.add_one_req(self, req, *args, **kwargs)
-        # Isolation: short of KV tokens, free them one victim at a time; the
-        # prefix is matched again since releasing may evict cached nodes.
-        while (fair.preempting and result is AddReqResult.NO_TOKEN and not admitted(self, req)
-               and isolation.preempt_one(self, fair, req)):
-            req.init_next_round_input(self.tree_cache)
-            result = base.add_one_req(self, req, *args, **kwargs)
-        if admitted(self, req):
-            fair.on_admitted(req)
-        return result
-
-    def preempt_to_schedule(self, req) -> bool:
-        if self.fair_policy is None or not self.fair_policy.preempting:
-            return base.preempt_to_schedule(self, req)
-        return isolation.preempt_one(self, self.fair_policy, req)
-
-    methods = {"__init__": __init__, "add_one_req": add_one_req, "preempt_to_schedule": preempt_to_schedule}
-    return type(f"Fair{base.__name__}", (base,), methods)
+    if adder_cls is not PrefillAdder:  # an adder of SGLang's own we do not extend: refuse, never run unfair
+        raise AdmissionBypassed(
+            f"sglang-fair: SGLang {installed_sglang()} builds its prefill adder from {adder_cls.__qualname__}, "
+            "not PrefillAdder; the fair policy cannot charge or gate admission through it")
+    return functools.partial(FairPrefillAdder, fair_policy=fair)
 
 
 def charge_outputs(result, scheduler, batch, *args, **kwargs):

@@ -6,7 +6,7 @@ SGLang 0.5.23 already preempts running requests for priority scheduling
 ``Scheduler.enable_priority_preemption`` on). With ``--fair-isolation``, every
 pass walks the starved clients' requests first (``core/isolation.py``); a pass
 that starts with a full batch also turns that switch on for the pass, and our
-adder (``accounting.fair_prefill_adder``) answers ``preempt_to_schedule``
+adder (``prefill_adder.FairPrefillAdder``) answers ``preempt_to_schedule``
 with the core's victims, released as SGLang releases its own: KV freed
 (``ScheduleBatch.release_req``), the batch filtered, the request requeued by
 the scheduler from ``adder.preempt_list``. A candidate refused for lack of KV

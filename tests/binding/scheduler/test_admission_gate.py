@@ -7,6 +7,7 @@ use SGLang's real adder, radix cache and LoRA drainer.
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import pytest
@@ -118,10 +119,9 @@ def test_the_adder_is_built_the_way_the_release_lets_the_hook_table_arm_it():
 
 def _dlpm_pass_setup(fair_config):
     from sglang.srt.managers.schedule_batch import ScheduleBatch
-    from sglang.srt.managers.schedule_policy import PrefillAdder
 
     from sglang_fair.binding.scheduler.admission_gate import _AdmissionQueue
-    from sglang_fair.binding.scheduler.accounting import _make_adder_class
+    from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
 
     fair_config(quantum=8)
     tree, alloc = make_cache([], pool_tokens=4096)
@@ -131,7 +131,7 @@ def _dlpm_pass_setup(fair_config):
     enqueue(policy, queue)
 
     def build_adder(adder_class=None):
-        adder_class = adder_class or _make_adder_class(PrefillAdder, policy)
+        adder_class = adder_class or functools.partial(FairPrefillAdder, fair_policy=policy)
         return adder_class(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, 1000, None)
 
     return policy, _AdmissionQueue(queue), tree, build_adder
@@ -198,11 +198,11 @@ def test_the_gated_loop_admits_what_the_policy_offers(sglang_runtime, fair_confi
 def test_an_adder_sglang_builds_by_class_name_gates_for_the_pass_in_progress(sglang_runtime, fair_config):
     """SGLang 0.5.21's loop calls ``PrefillAdder(...)``; the class standing in for it
     takes the policy of the pass in progress, and outside a pass is the stock adder."""
-    from sglang_fair.binding.scheduler.accounting import pass_prefill_adder
+    from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
 
-    _assert_dlpm_rounds(_admit_in_a_gated_pass(fair_config, pass_prefill_adder()))
+    _assert_dlpm_rounds(_admit_in_a_gated_pass(fair_config, FairPrefillAdder))
     _, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
-    outside = build_adder(pass_prefill_adder())
+    outside = build_adder(FairPrefillAdder)
     assert outside.fair_policy is None
     for req in queue:  # stock admission: the raw queue's order, no policy consulted
         req.init_next_round_input(tree)
@@ -233,3 +233,24 @@ def test_a_pass_that_returns_before_building_the_adder_is_not_a_bypass(sglang_ru
 
     assert gate_prefill_admission(batch_full, scheduler, None, running) == (None, running)
     assert list(scheduler.waiting_queue) == queue  # plain iteration: nothing was armed
+
+
+def test_an_adder_class_sglang_changed_is_refused_not_run_unfair(sglang_runtime, fair_config):
+    from sglang.srt.managers.schedule_policy import PrefillAdder
+
+    from sglang_fair.binding.scheduler.accounting import fair_prefill_adder
+    from sglang_fair.binding.scheduler.admission_loop_check import AdmissionBypassed
+    from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
+
+    policy, _, _, _ = _dlpm_pass_setup(fair_config)
+    scheduler = SimpleNamespace(policy=policy)
+    bound = fair_prefill_adder(PrefillAdder, scheduler)
+    assert bound.func is FairPrefillAdder and bound.keywords == {"fair_policy": policy}
+
+    class ChangedAdder(PrefillAdder):
+        pass
+
+    with pytest.raises(AdmissionBypassed, match="ChangedAdder"):
+        fair_prefill_adder(ChangedAdder, scheduler)
+    # A stock policy keeps whatever SGLang builds.
+    assert fair_prefill_adder(ChangedAdder, SimpleNamespace(policy=object())) is ChangedAdder
