@@ -18,6 +18,26 @@ from dataclasses import dataclass
 from typing import Callable
 
 
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """The service one request received in one step, handed to its policy as is.
+
+    ``cost`` is what the cost function priced, before any client weight; a
+    policy's counters take ``weighted`` (the cost divided by the client's
+    weight, the one rule every weight-aware policy shares). Policies that price
+    service their own way (FairServe's Eq. 3) read the tokens and the weight.
+    """
+
+    cost: float
+    weight: float
+    input_tokens: int = 0  # the whole prompt, at its first admission only
+    output_tokens: int = 0  # generated in this step
+
+    @property
+    def weighted(self) -> float:
+        return self.cost / self.weight
+
+
 class CostFunction(ABC):
     name: str
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 
 from sglang_fair.core.apps import normalize_app_id
 from sglang_fair.core.client_latency import LatencyRecord
-from sglang_fair.core.costs import CostFunction, make_cost
+from sglang_fair.core.costs import Charge, CostFunction, make_cost
 from sglang_fair.core.isolation import LatencyIsolation
 from sglang_fair.core.ledger import ServiceLedger
 from sglang_fair.core.options import FairOptions, SettingsUpdate
@@ -184,7 +184,7 @@ class FairScheduler:
         req.extend_charged = True
         cost = self.cost.admission(req.input_len, cached_len)
         self.ledger.record_admission(req.client, req.input_len, cached_len, cost)
-        self.policy.charge_request(req, cost / self.options.weight_of(req.client), req.input_len, 0)
+        self.policy.charge_request(req, Charge(cost, self.options.weight_of(req.client), input_tokens=req.input_len))
         return cost
 
     def admission_digest(self) -> str:
@@ -202,7 +202,7 @@ class FairScheduler:
         delta = self.cost.admission(req.input_len, cached_len) - self.cost.admission(req.input_len, req.cached_len)
         self.ledger.record_correction(req.client, cached_len - req.cached_len, delta)
         req.cached_len = cached_len
-        self.policy.charge_request(req, delta / self.options.weight_of(req.client), 0, 0)
+        self.policy.charge_request(req, Charge(delta, self.options.weight_of(req.client)))
         return delta
 
     # -- progress -------------------------------------------------------------
@@ -217,7 +217,7 @@ class FairScheduler:
             self.latency.first_token(req.client, now - req.arrival)
         req.output_charged = total_output
         self.ledger.record_output(req.client, new, cost)
-        self.policy.charge_request(req, cost / self.options.weight_of(req.client), 0, new)
+        self.policy.charge_request(req, Charge(cost, self.options.weight_of(req.client), output_tokens=new))
         self.activity[req.client].last_active = now
         return cost
 

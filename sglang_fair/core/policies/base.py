@@ -4,7 +4,8 @@ A backend (SGLang's scheduler, the simulator) drives a policy through
 ``FairScheduler``: it asks for an ``order`` of the waiting queue, then walks
 the candidates the policy yields from ``walk`` and admits each one that fits,
 stopping when its batch is full. Policies see token counts and client ids
-only; charges arrive through ``charge`` already divided by the client weight.
+only; each charge arrives as one ``costs.Charge`` (``charge_request``), and
+``charge`` receives its weighted amount.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from abc import ABC
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
+from sglang_fair.core.costs import Charge
 from sglang_fair.core.errors import OptionError
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
 from sglang_fair.core.throttle import ThrottleDecision
@@ -63,12 +65,11 @@ class Policy(ABC):
     def charge(self, client: str, amount: float) -> None:
         """``client`` received ``amount`` of (weight-normalized) service."""
 
-    def charge_request(self, req: TrackedRequest, amount: float, input_tokens: int, output_tokens: int) -> None:
-        """``req`` received ``amount`` of service for ``input_tokens`` admitted
-        (its whole prompt, once) or ``output_tokens`` generated. Policies that
-        price service per request (FairServe) override this; the rest see
-        ``charge``."""
-        self.charge(req.client, amount)
+    def charge_request(self, req: TrackedRequest, charge: Charge) -> None:
+        """``req`` received ``charge``. Policies that price service per request
+        (FairServe) or track delivered work (Justitia) override this; the rest
+        see ``charge`` with the weighted amount."""
+        self.charge(req.client, charge.weighted)
 
     def on_request(self, req: TrackedRequest) -> None:
         """A new request arrived (not a requeue); called before it is queued."""

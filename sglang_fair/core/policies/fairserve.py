@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from sglang_fair.core.apps import ProfileBook, normalize_app_id
 from sglang_fair.core.clients import normalize_client_id
+from sglang_fair.core.costs import Charge
 from sglang_fair.core.errors import OptionError
 from sglang_fair.core.throttle import ThrottleDecision
 from sglang_fair.core.policies.vtc import VTCPolicy
@@ -95,16 +96,17 @@ class FairServePolicy(VTCPolicy):
         self._last_sweep = self.clock()
 
     # -- weighted service ---------------------------------------------------
-    def service(self, req: TrackedRequest, input_tokens: int, output_tokens: int) -> float:
-        """Eq. 3 for the given tokens of ``req`` (input includes its system prompt)."""
-        system = min(req.system_len, input_tokens)
-        used = self.alpha * (input_tokens - system) + self.beta * system + self.gamma * output_tokens
+    def service(self, req: TrackedRequest, charge: Charge) -> float:
+        """Eq. 3 for the tokens of ``charge`` (input includes ``req``'s system prompt): FairServe
+        prices tokens by kind against its profile, not by the cost function, then applies the weight."""
+        system = min(req.system_len, charge.input_tokens)
+        used = self.alpha * (charge.input_tokens - system) + self.beta * system + self.gamma * charge.output_tokens
         expected = self.profiles.expected(req.app, req.stage).weighted(self.alpha, self.beta, self.gamma)
-        priority = 1.0 / self.options.weight_of(req.client)
+        priority = 1.0 / charge.weight
         return priority * used / expected if expected > 0 else priority * used
 
-    def charge_request(self, req: TrackedRequest, amount: float, input_tokens: int, output_tokens: int) -> None:
-        self.charge(req.client, self.service(req, input_tokens, output_tokens))
+    def charge_request(self, req: TrackedRequest, charge: Charge) -> None:
+        self.charge(req.client, self.service(req, charge))
 
     # -- interactions -------------------------------------------------------
     def _interaction(self, client: str, interaction: str | None) -> _Interaction | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglang_fair.core.costs import make_cost
+from sglang_fair.core.costs import Charge, make_cost
 from sglang_fair.core.errors import OptionError
 from sglang_fair.core.policies.base import Policy
 from sglang_fair.core.policy_config import number, policy_section
@@ -110,8 +110,9 @@ class JustitiaPolicy(Policy):
         job.live += 1
         job.last_active = self.clock()
 
-    def charge_request(self, req: TrackedRequest, amount: float, input_tokens: int, output_tokens: int) -> None:
-        delivered = amount * self.options.weight_of(req.client)
+    def charge_request(self, req: TrackedRequest, charge: Charge) -> None:
+        # The virtual clock and a job's cost count the work delivered, whatever the client's weight.
+        delivered = charge.cost
         self.vclock.advance(delivered)
         job = self.jobs.get(self.job_key(req))
         if job is not None:

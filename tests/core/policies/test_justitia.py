@@ -111,3 +111,15 @@ def test_starvation_microbenchmark_bounded_for_justitia_not_for_shortest_first()
     # The same check catches a scheduler that starves the elephant (SRJF).
     excess_sjf, bound_sjf = delay_excess(starvation_mix(600), capacity, ShortestJobFirst)
     assert excess_sjf > bound_sjf
+
+
+def test_a_weighted_client_s_work_is_delivered_unweighted():
+    """The charge carries the cost before the weight: Justitia's clock and job cost count work
+    delivered, so a weight-3 client's job costs what it computed, not three times less or more."""
+    fair = FairScheduler(FairOptions(policy="justitia", client_weights={"alice": 3.0}))
+    req = fair.enqueue("r", "alice", 100, interaction="job", prompt=[0])
+    for r in fair.walk(fair.order([req])):
+        fair.admit(r, 0)
+    fair.produced(req, 10)
+    job = fair.policy.jobs[fair.policy.job_key(req)]
+    assert job.cost == pytest.approx(kv_cost(100, 10))
