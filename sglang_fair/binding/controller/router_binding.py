@@ -56,6 +56,7 @@ import msgspec
 import zmq
 
 from sglang_fair.binding.common import settings, worker_reports, worker_status
+from sglang_fair.binding.common.attached_state import attach, attached
 from sglang_fair.binding.common.request_identity import client_of
 from sglang_fair.binding.common.router_channels import FAIR_METHODS
 from sglang_fair.binding.common.settings import ADMIN_SETTINGS_KEY, RouterSettings
@@ -119,12 +120,12 @@ def init_controller(original, controller, server_args, port_args, *args, **kwarg
         binding.close()
         raise
     binding.attach(controller, port_args)
-    controller._fair_router = binding
+    attach(controller, binding)
     logger.info("sglang-fair: data-parallel routing with %s over %d workers", method, ranks)
 
 
 def run_event_loop(original, controller, *args, **kwargs):
-    binding = getattr(controller, "_fair_router", None)
+    binding = attached(controller, RouterBinding)
     if binding is None:
         return original(controller, *args, **kwargs)
     return binding.serve()

@@ -129,13 +129,14 @@ def _housekeeping(scheduler, fair: FairSchedulePolicy) -> None:
     """Drop idle clients and refresh the gauges (each at most once a second; a dropped
     client's series leave with the next refresh)."""
     fair.sweep_idle_clients()
-    metrics = _client_metrics(scheduler)
+    metrics = _client_metrics(fair)
     if metrics is not None:
         metrics.maybe_update(fair)
 
 
-def _client_metrics(scheduler) -> ClientMetrics | None:
-    metrics = getattr(scheduler, "_fair_metrics", False)
+def _client_metrics(fair: FairSchedulePolicy) -> ClientMetrics | None:
+    """The rank's per-client exporter, decided at first use (SGLang's runtime context is published by then)."""
+    metrics = fair.client_metrics
     if metrics is False:
         from sglang.srt.runtime_context import get_observability, get_parallel
 
@@ -146,7 +147,7 @@ def _client_metrics(scheduler) -> ClientMetrics | None:
         if (get_observability().enable_metrics and os.environ.get("PROMETHEUS_MULTIPROC_DIR")
                 and getattr(parallel, "tp_rank", 0) == 0):
             metrics = ClientMetrics(parallel.dp_rank)
-        scheduler._fair_metrics = metrics
+        fair.client_metrics = metrics
     return metrics
 
 

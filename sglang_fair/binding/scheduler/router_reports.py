@@ -36,10 +36,12 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 
 import zmq
 
 from sglang_fair.binding.common import settings, worker_reports
+from sglang_fair.binding.common.attached_state import attached_or_new
 from sglang_fair.binding.common.request_identity import client_of
 from sglang_fair.binding.common.sglang_fields import cached_prefix_len
 
@@ -113,10 +115,24 @@ def announce_worker(result, scheduler, *args, **kwargs):
     return result
 
 
+@dataclass(slots=True)
+class ReportedToRouter:
+    """What this worker has told the router of one request (attached to SGLang's ``Req``)."""
+
+    done: bool = False  # finished or aborted: reported once
+    admitted: bool = False
+    progress: int = 0  # output tokens at the last progress report
+
+
+def _reported(req) -> ReportedToRouter:
+    return attached_or_new(req, ReportedToRouter)
+
+
 def _report(req) -> tuple[str, str, int] | None:
-    if getattr(req, "_fair_router_reported", False):
+    reported = _reported(req)
+    if reported.done:
         return None
-    req._fair_router_reported = True
+    reported.done = True
     return (req.rid, client_of(getattr(req, "routing_key", None)), len(getattr(req, "output_ids", ()) or ()))
 
 
@@ -154,8 +170,9 @@ def report_admitted(plan, scheduler, *args, **kwargs):
         return plan
     items = []
     for req in batch.reqs:
-        if not getattr(req, "_fair_router_admitted", False):
-            req._fair_router_admitted = True
+        reported = _reported(req)
+        if not reported.admitted:
+            reported.admitted = True
             items.append((req.rid, min(cached_prefix_len(req), len(req.origin_input_ids))))
     _send_reports(items, worker_reports.Admitted)
     return plan
@@ -170,8 +187,11 @@ def report_progress(result, scheduler, batch, *args, **kwargs):
     items = []
     for req in batch.reqs:
         out = len(req.output_ids)
-        if not req.finished() and out - getattr(req, "_fair_router_progress", 0) >= PROGRESS_EVERY_TOKENS:
-            req._fair_router_progress = out
+        if req.finished():
+            continue
+        reported = _reported(req)
+        if out - reported.progress >= PROGRESS_EVERY_TOKENS:
+            reported.progress = out
             items.append((req.rid, out))
     _send_reports(items, worker_reports.Progress)
     return result

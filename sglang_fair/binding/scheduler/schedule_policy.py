@@ -64,6 +64,8 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             _check_binding()
         self._next_idle_sweep = 0.0
         self.logged_admissions = 0  # what the idle log line last reported (accounting._log_admissions)
+        # The per-client Prometheus exporter (accounting._client_metrics): False until decided, None for none.
+        self.client_metrics = False
         logger.info(
             "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s, isolation=%s, via %s",
             policy,
