@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,18 @@ from sglang_fair.testing.server import pick_free_port
 # A test cluster on loopback, torn down with the test: no token. (Without this,
 # a token in ~/.ray left by any earlier local Ray makes clients fail to join.)
 _NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
+
+
+def network_address() -> str:
+    """This machine's first non-loopback IPv4 address (loopback if it has none): where
+    actors on other nodes would reach this one's sockets."""
+    import psutil
+
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family == socket.AF_INET and not address.address.startswith("127."):
+                return address.address
+    return "127.0.0.1"
 
 
 class RayStartError(RuntimeError):

@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -43,22 +42,13 @@ def server(request):
     with contextlib.ExitStack() as stack:
         if request.param == "ray":
             pytest.importorskip("ray")
-            from sglang_fair.testing.ray_cluster import LocalRayCluster
+            from sglang_fair.testing.ray_cluster import LocalRayCluster, network_address
 
             cluster = stack.enter_context(LocalRayCluster(num_gpus=2))
             env.update(cluster.client_env)
-            env["SGLANG_FAIR_ROUTER_HOST"] = _network_address()
+            env["SGLANG_FAIR_ROUTER_HOST"] = network_address()
             args.append("--use-ray")
         yield stack.enter_context(LocalServer(extra_args=args, skip_tokenizer_init=True, env=env))
-
-
-def _network_address() -> str:
-    """This machine's first non-loopback IPv4 address (loopback if it has none)."""
-    for addresses in psutil.net_if_addrs().values():
-        for address in addresses:
-            if address.family == socket.AF_INET and not address.address.startswith("127."):
-                return address.address
-    return "127.0.0.1"
 
 
 def generate(server: LocalServer, ids: list[int], client: str, max_new: int = 4, timeout: float = 120.0) -> dict:
