@@ -61,10 +61,8 @@ class TinyLlamaSpec:
 
 def default_cache_dir() -> Path:
     """Where `ensure_tiny_model()` keeps the model unless told otherwise."""
-    base = os.environ.get("SGLANG_FAIR_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sglang-fair"
-    )
-    return Path(base) / "tiny-llama"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "sglang-fair" / "tiny-llama"
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -29,15 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.binding.common import settings
 from sglang_fair.binding.common.cpu_threads import BIND_ENV, bind_groups
 from sglang_fair.ports import free_port_run, port_free
 from sglang_fair.tiny_cpu import CPU_OPTIONS, ensure_tiny_model
 
 # Flags every CPU launch needs: the launcher's --tiny-cpu set.
 CPU_FLAGS = tuple(part for option in CPU_OPTIONS for part in option)
-# Env var "LO-HI" restricting the ports picked when none is given, so people
-# sharing one machine can keep to their own ranges.
-PORT_RANGE_ENV = "SGLANG_FAIR_PORT_RANGE"
 _PARALLEL_FLAGS = {
     "--dp": "dp",
     "--dp-size": "dp",
@@ -63,16 +61,13 @@ _BIND_FAILED = b"address already in use"  # uvicorn's and ZMQ's EADDRINUSE messa
 def pick_free_port(host: str = "127.0.0.1") -> int:
     """A free TCP port: the first free one in $SGLANG_FAIR_PORT_RANGE if set, else a random
     one below the ports the OS hands out (``sglang_fair.ports``)."""
-    spec = os.environ.get(PORT_RANGE_ENV, "").strip()
-    if spec:
-        try:
-            low, high = (int(part) for part in spec.split("-"))
-        except ValueError:
-            raise ValueError(f"{PORT_RANGE_ENV} must look like 31000-31099, got {spec!r}") from None
+    configured = settings.port_range()
+    if configured is not None:
+        low, high = configured
         for port in range(low, high + 1):
             if port_free(host, port):
                 return port
-        raise RuntimeError(f"no free port in {PORT_RANGE_ENV}={spec}")
+        raise RuntimeError(f"no free port in {settings.PORT_RANGE_ENV}={low}-{high}")
     return free_port_run(host, 1)
 
 

@@ -8,8 +8,8 @@ import urllib.error
 
 import pytest
 
+from sglang_fair.binding.common.settings import PORT_RANGE_ENV
 from sglang_fair.testing.server import (
-    PORT_RANGE_ENV,
     LocalServer,
     PortTakenError,
     ServerStartError,
@@ -166,9 +166,10 @@ def test_parallel_world_size_reads_dp_and_tp_flags():
 def test_pick_free_port_keeps_to_the_configured_range(monkeypatch):
     monkeypatch.setenv(PORT_RANGE_ENV, "31090-31099")
     assert 31090 <= pick_free_port() <= 31099
-    monkeypatch.setenv(PORT_RANGE_ENV, "31090")
-    with pytest.raises(ValueError, match=PORT_RANGE_ENV):
-        pick_free_port()
+    for spec in ("31090", "31099-31090", "0-10"):
+        monkeypatch.setenv(PORT_RANGE_ENV, spec)
+        with pytest.raises(ValueError, match=PORT_RANGE_ENV):
+            pick_free_port()
 
 
 def test_command_carries_cpu_flags_and_pass_through_args(tiny_model_dir):

@@ -18,7 +18,8 @@ another (each has a pair of functions below): the report channel
 (``SGLANG_FAIR_CLIENT_KEYS``). Operators may set
 ``SGLANG_FAIR_ROUTER_HOST``, ``SGLANG_FAIR_ROUTER_KV_PORT``,
 ``SGLANG_FAIR_METRICS_MAX_CLIENTS`` and
-``SGLANG_FAIR_ALLOW_UNSUPPORTED_SGLANG`` (docs/configuration.md).
+``SGLANG_FAIR_ALLOW_UNSUPPORTED_SGLANG`` (docs/configuration.md), and for
+test and benchmark servers ``SGLANG_FAIR_PORT_RANGE`` (docs/benchmarking.md).
 
 Users of the in-process ``sglang.Engine`` may set the variables themselves,
 or call the ``export`` functions before starting it. A variable that does not
@@ -49,6 +50,9 @@ HOST_ENV = "SGLANG_FAIR_ROUTER_HOST"
 KV_PORT_ENV = "SGLANG_FAIR_ROUTER_KV_PORT"  # first of N consecutive ports; default: random free range
 MAX_CLIENTS_ENV = "SGLANG_FAIR_METRICS_MAX_CLIENTS"
 ALLOW_UNSUPPORTED_ENV = "SGLANG_FAIR_ALLOW_UNSUPPORTED_SGLANG"
+# "LO-HI": the ports test and benchmark servers pick from when none is given, so that people
+# sharing one machine keep to their own ranges (sglang_fair.testing.server.pick_free_port).
+PORT_RANGE_ENV = "SGLANG_FAIR_PORT_RANGE"
 DEFAULT_MAX_CLIENTS = 1000
 # SetInternalStateReq.server_args key under which a run-time settings change travels (HTTP -> controller -> schedulers).
 ADMIN_SETTINGS_KEY = "fair_settings"
@@ -189,6 +193,20 @@ def max_metrics_clients() -> int:
     if value < 1:
         raise ValueError(f"{MAX_CLIENTS_ENV} must be a positive integer, got {raw!r}")
     return value
+
+
+def port_range() -> tuple[int, int] | None:
+    """``SGLANG_FAIR_PORT_RANGE``, checked; None when unset."""
+    spec = os.environ.get(PORT_RANGE_ENV, "").strip()
+    if not spec:
+        return None
+    try:
+        low, high = (int(part) for part in spec.split("-"))
+    except ValueError:
+        raise ValueError(f"{PORT_RANGE_ENV} must look like 31000-31099, got {spec!r}") from None
+    if not 0 < low <= high < 65536:
+        raise ValueError(f"{PORT_RANGE_ENV} must be LO-HI with 0 < LO <= HI < 65536, got {spec!r}")
+    return low, high
 
 
 def unsupported_sglang_allowed() -> bool:

@@ -50,3 +50,18 @@ def test_settings_a_process_cannot_read_are_errors_naming_the_variable(monkeypat
     with pytest.raises(OptionError) as exc:
         settings.load_worker("dlpm") if env == "WORKER_ENV" else settings.exported_router()
     assert message in str(exc.value)
+
+
+def test_no_module_but_settings_reads_an_sglang_fair_variable():
+    """Every ``SGLANG_FAIR_*`` variable is named, read and written in ``binding/common/settings.py``
+    only: no other module spells one out."""
+    import re
+    from pathlib import Path
+
+    import sglang_fair
+
+    package = Path(sglang_fair.__file__).parent
+    ours = re.compile(r"""["']SGLANG_FAIR_(?!BUILTIN\b)\w+["']""")  # BUILTIN: the patched SGLang's marker
+    offenders = [str(path.relative_to(package)) for path in package.rglob("*.py")
+                 if path != Path(settings.__file__) and ours.search(path.read_text())]
+    assert offenders == []
