@@ -1,6 +1,6 @@
 """The Justitia and FairServe papers' scenarios on the step model (tests/core/step_model.py).
 
-Test support, and a small comparison that docs/fairserve_justitia.md quotes:
+Test support, and a small comparison that docs/results/2026-11-22-fairserve-justitia-step-model.md quotes:
 
     PYTHONPATH=. python -m tests.core.paper_scenarios
 

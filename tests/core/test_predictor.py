@@ -48,7 +48,7 @@ def test_model_beats_per_type_mean_on_held_out_history():
     model_err = mean_relative_error([(model.predict(a, p), c) for a, p, c in test])
     mean_err = mean_relative_error([(means.predict(a, p), c) for a, p, c in test])
     assert means.predict("sc", [1]) == pytest.approx(sum(c for a, _, c in train if a == "sc") / 150)
-    # Recorded in docs/fairserve_justitia.md; the margin is wide, not tuned to pass.
+    # Recorded in docs/results/2026-11-22-fairserve-justitia-step-model.md; the margin is wide, not tuned to pass.
     assert model_err < 0.6 * mean_err, (model_err, mean_err)
 
 
