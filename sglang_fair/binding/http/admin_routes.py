@@ -70,7 +70,7 @@ def install_admin_routes(*args, **kwargs) -> None:
         return [by_rank[rank] for rank in sorted(by_rank)]
 
     def answer(ranks: list) -> ORJSONResponse:
-        dead = (worker_status.read_workers() or {}).get("dead", [])
+        dead = [rank for rank, state in enumerate(ranks) if state is None]  # ranks 0..N-1, in order
         return ORJSONResponse({"ranks": ranks, "dead_ranks": dead} if dead else {"ranks": ranks})
 
     @auth_level(AuthLevel.ADMIN_FORCE)

@@ -24,6 +24,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from sglang_fair.binding.common.applied_hooks import registered, unapplied
 from sglang_fair.core.stamp_clock import StampClock
 
 logger = logging.getLogger(__name__)
@@ -45,12 +46,12 @@ def shared_clock() -> StampClock | None:
     peers and the ticks reach it, else None (its own clock)."""
     from sglang.srt.runtime_context import get_parallel
 
-    from sglang_fair.binding.common.version import release_before
-
     parallel = get_parallel()
     if (getattr(parallel, "tp_size", 1) or 1) == 1:
         return None
-    if release_before("0.5.23") or getattr(parallel, "attn_dp_enabled", False):
+    # The hook table carries the ticks only where SGLang has the receiver they ride on (0.5.23 on).
+    ticks = [hook for hook in registered("scheduler") if hook.function is share_rank0_clock]
+    if not ticks or unapplied(ticks) or getattr(parallel, "attn_dp_enabled", False):
         logger.warning("sglang-fair: no shared clock for the tensor-parallel ranks on this SGLang (or with DP "
                        "attention); each rank reads its own, so idle timeouts may expire at different times")
         return None
