@@ -1,7 +1,7 @@
 """The DP-controller binding with a router that holds requests (``d2lpm_global``), without a server.
 
 The router and SGLang's message types are the real ones; the controller is
-the stand-in of test_dp_hooks.py (its worker sockets are inproc PULL sinks),
+the stand-in of stand_ins.py (its worker sockets are inproc PULL sinks),
 and the workers' reports are the bytes the scheduler-side hooks send.
 """
 
@@ -25,7 +25,7 @@ from sglang_fair.binding.common import settings  # noqa: E402
 from sglang_fair.binding.scheduler import router_reports  # noqa: E402
 from sglang_fair.binding.common.settings import ROUTER_ENV  # noqa: E402
 from sglang_fair.router import make_router  # noqa: E402
-from tests.binding.controller.test_router_binding import FakeController, _req  # noqa: E402
+from tests.binding.controller.stand_ins import FakeController, make_binding, request as _req  # noqa: E402
 from tests.support.inproc import fresh_inproc  # noqa: E402
 
 
@@ -42,17 +42,8 @@ class DispatchingController(FakeController):
 
 @pytest.fixture
 def binding():
-    context = zmq.Context.instance()
     # One request per worker's local queue: the third concurrent request waits in the router.
-    router = make_router("d2lpm_global", 2, local_queue_requests=1)
-    b = dpc.RouterBinding(router, context, context.socket(zmq.PULL), [])
-    b.controller = DispatchingController(context, 2)
-    sink = context.socket(zmq.PULL)
-    address = fresh_inproc("late-tokenizer")
-    sink.bind(address)
-    b.to_tokenizer = context.socket(zmq.PUSH)
-    b.to_tokenizer.connect(address)
-    b.tokenizer_sink = sink
+    b = make_binding(make_router("d2lpm_global", 2, local_queue_requests=1), DispatchingController)
     yield b
     b.close()
 

@@ -20,55 +20,19 @@ pytest.importorskip("sglang.srt.managers.data_parallel_controller")
 
 from sglang.srt.managers.io_struct import AbortReq, sock_recv  # noqa: E402
 
-from sglang_fair.binding.controller import router_binding as dpc  # noqa: E402
 from sglang_fair.binding.controller.worker_liveness import (HELLO_WAIT_S, SILENT_WORKER_WARN_S, RayLiveness,  # noqa: E402
                                                  loops_per_rank)
 from sglang_fair.binding.controller.worker_sockets import guard_worker_sockets  # noqa: E402
 from sglang_fair.router import make_router  # noqa: E402
+from tests.binding.controller.stand_ins import make_binding, request as _req  # noqa: E402
 from tests.support.inproc import fresh_inproc  # noqa: E402
-
-
-class FakeController:
-    """What RouterBinding touches of SGLang's DataParallelController."""
-
-    def __init__(self, context, n: int) -> None:
-        self.workers = []
-        self.sinks = []
-        for w in range(n):
-            push, pull = context.socket(zmq.PUSH), context.socket(zmq.PULL)
-            address = fresh_inproc(f"worker{w}")
-            pull.bind(address)
-            push.connect(address)
-            self.workers.append(push)
-            self.sinks.append(pull)
-        self.status = [True] * n
-        self.scheduler_procs = []
-        self.refreshed = 0
-
-    def _refresh_active_workers(self) -> None:
-        self.refreshed += 1
 
 
 @pytest.fixture
 def binding():
-    context = zmq.Context.instance()
-    router = make_router("d2lpm", 2)
-    feedback = context.socket(zmq.PULL)
-    b = dpc.RouterBinding(router, context, feedback, [])
-    b.controller = FakeController(context, 2)
-    tokenizer = context.socket(zmq.PULL)
-    address = fresh_inproc("tokenizer")
-    tokenizer.bind(address)
-    b.to_tokenizer = context.socket(zmq.PUSH)
-    b.to_tokenizer.connect(address)
-    b.tokenizer_sink = tokenizer
+    b = make_binding(make_router("d2lpm", 2))
     yield b
     b.close()
-
-
-def _req(rid: str, ids: list[int], client: str = "alice", rank: int | None = None):
-    return types.SimpleNamespace(rid=rid, input_ids=ids, routing_key=client, http_worker_ipc=None,
-                                 sampling_params=types.SimpleNamespace(max_new_tokens=8), routed_dp_rank=rank)
 
 
 def _errors(b) -> list[AbortReq]:
