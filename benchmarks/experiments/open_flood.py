@@ -112,6 +112,10 @@ def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
             "light_idle_s": statistics.median(statistics.median(pooled(r.idle)) for r in reps),
             "light_p50_s": statistics.median(statistics.median(pooled(r.flooded)) for r in reps),
             "light_p99_s": statistics.median(p99(pooled(r.flooded)) for r in reps),
+            # The light requests' first token beside the flood (server-measured): the wait to be admitted,
+            # and the prefill; what a light request spends beyond it is decoding in the flood's batch.
+            "light_ttft_p99_s": (statistics.median(p99(pooled(r.first_token)) for r in reps)
+                                 if all(r.first_token for r in reps) else None),
             "light_p50_slowdown": statistics.median(s[0] for s in slow),
             "light_p99_slowdown": statistics.median(s[1] for s in slow),
             "flood_split": splits[0] if splits and splits[0] else None,
@@ -140,14 +144,19 @@ def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: i
              f"{connections} connections; {shape.light_tenants} light tenants {shape.light_input} -> "
              f"{shape.light_output} x{shape.chain}, {shape.think_s:g} s apart; {' '.join(SERVER)}; medians of {reps}",
              f"{'system':<17}{'makespan':>10}{'tok/s':>7}{'hit':>6}{'idle ms':>9}{'p50 ms':>9}{'p99 ms':>9}"
-             f"{'p50/idle':>10}{'p99/idle':>10}  flood split"]
+             f"{'p50/idle':>10}{'p99/idle':>10}{'ttft p99':>10}  flood split"]
     for name, row in table.items():
         lines.append(f"{name:<17}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>7.0f}{row['hit_rate']:>6.2f}"
                      f"{row['light_idle_s'] * 1e3:>9.0f}{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
-                     f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x  "
+                     f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x"
+                     f"{_ms(row['light_ttft_p99_s']):>10}  "
                      f"{'/'.join(map(str, row['flood_split'])) if row['flood_split'] else '-'}")
     lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.0f}"
 
 
 def plot(tables: dict[int, dict[str, dict]], path: str) -> None:

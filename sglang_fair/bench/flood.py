@@ -49,6 +49,9 @@ class Shape:
 class Rep:
     idle: dict[str, list[float]] = field(default_factory=dict)  # light tenant -> latencies alone, s
     flooded: dict[str, list[float]] = field(default_factory=dict)  # light tenant -> latencies beside the flood
+    # light tenant -> time to the first token of each request beside the flood, s, as the server measured
+    # it (servers run with --enable-metrics report it); the rest of a latency is decoding in a shared batch
+    first_token: dict[str, list[float]] = field(default_factory=dict)
     makespan_s: float = 0.0
     flood_tokens: int = 0  # output tokens of the flood
     prompt_tokens: int = 0
@@ -101,8 +104,10 @@ async def _light(session, url: str, traffic: Traffic, client: str, rep: Rep, cou
     while (until is None and len(latencies) < count) or (until is not None and not until.is_set()):
         prompt = traffic.piece(shape.light_input)
         start = time.perf_counter()
-        for _ in range(shape.chain):
-            await _generate(session, url, client, traffic.body(prompt, shape.light_output), rep)
+        for call in range(shape.chain):
+            meta = await _generate(session, url, client, traffic.body(prompt, shape.light_output), rep)
+            if call == 0 and until is not None and "first_token_latency" in meta:
+                rep.first_token.setdefault(client, []).append(meta["first_token_latency"])
             prompt = prompt + traffic.piece(shape.light_input)
         latencies.append(time.perf_counter() - start)
         if until is not None:

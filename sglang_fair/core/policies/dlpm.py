@@ -4,7 +4,8 @@ Candidates are walked in LPM order. A request is admitted only while its
 client's deficit ``q`` is positive; admission costs ``w_e * extend`` and each
 generated token ``w_q``. When a candidate's client has ``q <= 0``, CHECKREFILL
 runs: only if *every* client with queued requests has ``q <= 0`` does each
-known client with ``q <= 0`` get ``Q^u`` more. A new client starts at 0.
+known client with ``q <= 0`` get ``Q^u`` more. A new client starts at 0
+(with latency isolation, at ``Q^u``: see ``_first_deficit``).
 
 Two deliberate details, both within the algorithm:
 * Refill happens only on the real counters during the admission walk, never
@@ -45,7 +46,15 @@ class DLPMPolicy(Policy):
         return sorted(queue, key=longest_prefix_first)
 
     def on_enqueue(self, client: str, first_in_queue: bool) -> None:
-        self.deficits.setdefault(client, 0.0)
+        if client not in self.deficits:
+            self.deficits[client] = self._first_deficit()
+
+    def _first_deficit(self) -> float:
+        """A new client starts at 0 (Algorithm 1). With latency isolation it starts with one
+        quantum, as a client known at the last CHECKREFILL would hold: otherwise it waits,
+        however light, until every backlogged client's deficit is spent, which beside a
+        flood is most of a round. Deficits stay within (-U, Q^u], the range the bound rests on."""
+        return self.quantum if self.options.isolation else 0.0
 
     def charge(self, client: str, amount: float) -> None:
         self.deficits[client] = self.deficits.get(client, 0.0) - amount

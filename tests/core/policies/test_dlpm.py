@@ -124,3 +124,19 @@ def test_weights_scale_the_charge():
         fair.admit(cand, 0)
     assert fair.policy.deficits["gold"] == pytest.approx(100 - 25)
     assert fair.policy.deficits["silver"] == pytest.approx(100 - 50)
+
+
+@pytest.mark.parametrize("isolation", [False, True])
+def test_a_new_client_beside_a_backlog_with_credit_waits_only_without_isolation(isolation):
+    """Algorithm 1 starts a new client at 0, so beside a backlogged client with a positive
+    deficit its request is skipped (no refill while that client is positive); with latency
+    isolation it starts with one quantum, and an isolation pass, which walks the starved
+    client's requests first, offers it at once."""
+    fair = FairScheduler(FairOptions(policy="dlpm", quantum=1000.0, isolation=isolation))
+    flood = [fair.enqueue(f"f{i}", "flood", 100) for i in range(20)]
+    fair.admit(next(iter(fair.walk(fair.order(flood)))), 0)  # the refill gave the flood 1000; 100 spent
+    assert fair.policy.counter("flood") == 900.0
+    light = fair.enqueue("l0", "light", 10)
+    offered = [req.rid for req in fair.walk([light])]
+    assert offered == (["l0"] if isolation else [])
+    assert fair.policy.counter("light") == (1000.0 if isolation else 0.0)
