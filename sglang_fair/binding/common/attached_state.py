@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TypeVar
 
 ATTRIBUTE = "_sglang_fair"
@@ -28,10 +27,10 @@ def attach(obj: object, state: object) -> None:
     setattr(obj, ATTRIBUTE, state)
 
 
-def attached_or_new(obj: object, kind: type[T], make: Callable[[], T] | None = None) -> T:
-    """The ``kind`` object attached to ``obj``, attached first (``make()``, else ``kind()``) when missing."""
+def attached_or_new(obj: object, kind: type[T]) -> T:
+    """The ``kind`` object attached to ``obj``, a new ``kind()`` attached first when missing."""
     state = attached(obj, kind)
     if state is None:
-        state = make() if make is not None else kind()
+        state = kind()
         attach(obj, state)
     return state
