@@ -55,7 +55,8 @@ def test_open_flood_slowdowns_are_each_tenants_own_and_the_checks_fail_when_miss
     assert table["d2lpm"]["flood_split"] == [250, 150]
     verdicts = {label: value <= target for label, value, target, _ in open_flood.checks(table)}
     assert verdicts == {"d2lpm makespan / gateway+lpm's": True, "d2lpm+isolation light P99 / idle": False,
-                        "d2lpm light P99 / preble's": True}
+                        "d2lpm light P99 / preble's": True, "d2lpm+isolation light P99 / preble's": True}
+    assert table["d2lpm"]["light_ttft_p99_s"] is None  # the servers reported no time to first token
     assert "FAIL" in open_flood.format_table(64, table, Shape(text=True), 1)
 
 
