@@ -11,6 +11,7 @@ with it, leaving the machine's other Ray clusters alone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -20,8 +21,10 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
+from sglang_fair.binding.common.settings import HOST_ENV
 from sglang_fair.testing.server import pick_free_port
 
 
@@ -123,3 +126,12 @@ class LocalRayCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def ray_backend(num_gpus: int = 2) -> Iterator[tuple[list[str], dict[str, str]]]:
+    """A local cluster for a ``--use-ray`` server: yields the launcher arguments and the environment
+    to add, the router's sockets on this machine's network address as for workers on other nodes."""
+    with LocalRayCluster(num_gpus=num_gpus) as cluster:
+        yield ["--use-ray"], {**cluster.client_env, HOST_ENV: network_address()}
+

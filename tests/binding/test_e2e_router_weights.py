@@ -40,12 +40,11 @@ def server(request):
     with contextlib.ExitStack() as stack:
         if request.param == "ray":
             pytest.importorskip("ray")
-            from sglang_fair.testing.ray_cluster import LocalRayCluster, network_address
+            from sglang_fair.testing.ray_cluster import ray_backend
 
-            cluster = stack.enter_context(LocalRayCluster(num_gpus=2))
-            env.update(cluster.client_env)
-            env["SGLANG_FAIR_ROUTER_HOST"] = network_address()
-            args.append("--use-ray")
+            ray_args, ray_env = stack.enter_context(ray_backend(num_gpus=2))
+            args += ray_args
+            env.update(ray_env)
         yield stack.enter_context(LocalServer(module="sglang_fair.launch_server", extra_args=args,
                                               skip_tokenizer_init=True, env=env))
 
