@@ -22,6 +22,9 @@ from collections import Counter
 from aiohttp import web
 
 PORTS = range(32060, 32100)
+# Well past any timeout a test sets, which in turn stays well above how long
+# an "ok" reply takes on a loaded CI machine.
+SLOW_S = 4.0
 
 
 def free_port() -> int:
@@ -91,7 +94,7 @@ class FakeServer:
         if behaviour == "garbage":
             return web.Response(text='data: {"meta_info": [1, 2], "output_ids": [1]}\n\n')
         if behaviour == "slow":
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(SLOW_S)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         n = body["sampling_params"]["max_new_tokens"]
