@@ -37,11 +37,11 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from sglang_fair.bench.flood import Rep, Shape, check_line, p99, pooled, run_flood
+from sglang_fair.bench.flood import (Rep, Shape, add_flood_options, check_line, p99, pooled,
+                                     positive_int, run_flood, server_log_dir)
 from sglang_fair.binding.common.cpu_threads import BIND_ENV, format_cpu_list
 from sglang_fair.testing.server import LocalServer
 
@@ -148,22 +148,12 @@ def plot(table: dict[str, dict], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--flood", type=int, default=Shape.flood, help="flood requests per repetition")
-    parser.add_argument("--connections", type=int, default=Shape.connections, help="flood requests in flight at most")
-    parser.add_argument("--think", type=float, default=Shape.think_s, help="light client's pause between requests, s")
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
-    parser.add_argument("--json", help="write the table as JSON here")
-    parser.add_argument("--plot", help="write a PNG here")
-    parser.add_argument("--log-dir", help="where the servers' logs go (default: a new temporary directory)")
+    add_flood_options(parser, list(SYSTEMS))
+    parser.add_argument("--connections", type=positive_int, default=Shape.connections,
+                        help="flood requests in flight at most")
     args = parser.parse_args(argv)
-    for flag in ("reps", "flood", "connections"):
-        if getattr(args, flag) <= 0:
-            parser.error(f"--{flag} must be positive")
     shape = Shape(flood=args.flood, connections=args.connections, think_s=args.think)
-    log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="dp-scaling-"))
-    log_dir.mkdir(parents=True, exist_ok=True)
-    table = summarize(run_all(args.systems, shape, args.reps, log_dir))
+    table = summarize(run_all(args.systems, shape, args.reps, server_log_dir(args, "dp-scaling-")))
     print(format_table(table, shape, args.reps))
     if args.json:
         Path(args.json).write_text(json.dumps({"shape": asdict(shape), "server_args": COMMON, "reps": args.reps,

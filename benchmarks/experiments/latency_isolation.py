@@ -33,7 +33,6 @@ import random
 import re
 import statistics
 import sys
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from pathlib import Path
 
 import aiohttp
 
+from sglang_fair.bench.flood import add_flood_options, positive_int, server_log_dir
 from sglang_fair.testing.server import LocalServer
 
 SYSTEMS = {  # name -> server arguments
@@ -262,22 +262,13 @@ def plot(table: dict[str, dict], path: str, slots: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--flood", type=int, default=Shape.flood, help="flood requests per repetition")
-    parser.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="the servers' --max-running-requests")
-    parser.add_argument("--think", type=float, default=Shape.think_s,
-                        help="seconds the light client waits between an answer and its next request under the flood")
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
-    parser.add_argument("--json", help="write the table as JSON here")
-    parser.add_argument("--plot", help="write a PNG here")
-    parser.add_argument("--log-dir", help="where the servers' logs go (default: a new temporary directory)")
+    add_flood_options(parser, list(SYSTEMS))
+    parser.add_argument("--slots", type=positive_int, default=DEFAULT_SLOTS, help="the servers' --max-running-requests")
     args = parser.parse_args(argv)
-    log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="latency-isolation-"))
-    log_dir.mkdir(parents=True, exist_ok=True)
     if BASELINE not in args.systems:
         parser.error(f"--systems must include {BASELINE} (the ratios' baseline)")
     shape = Shape(flood=args.flood, think_s=args.think)
-    results = run_all(args.systems, shape, args.reps, args.slots, log_dir)
+    results = run_all(args.systems, shape, args.reps, args.slots, server_log_dir(args, "latency-isolation-"))
     table = summarize(results)
     print(format_table(table, shape, args.reps, args.slots))
     if args.json:

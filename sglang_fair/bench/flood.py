@@ -17,12 +17,16 @@ prefix. Every request gets exactly one answer or the run raises.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import random
 import string
+import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 
@@ -160,3 +164,34 @@ def check_line(label: str, value: float, target: float, op: str) -> str:
     """One target's verdict, as the benchmarks print it (``op``: "<=" or ">=")."""
     ok = value <= target if op == "<=" else value >= target
     return f"{label}: {value:.2f} vs target {op} {target}: {'PASS' if ok else 'FAIL'}"
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer > 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def add_flood_options(parser: argparse.ArgumentParser, systems: Sequence[str],
+                      default: Sequence[str] | None = None) -> None:
+    """The options every flood experiment on the real server takes (``benchmarks/experiments/``)."""
+    parser.add_argument("--reps", type=positive_int, default=3)
+    parser.add_argument("--flood", type=positive_int, default=Shape.flood, help="flood requests per repetition")
+    parser.add_argument("--think", type=float, default=Shape.think_s,
+                        help="light tenants' pause between an answer and their next request beside the flood, s")
+    parser.add_argument("--systems", nargs="+", default=list(default or systems), choices=list(systems))
+    parser.add_argument("--json", help="write the results as JSON here")
+    parser.add_argument("--plot", help="write a PNG here")
+    parser.add_argument("--log-dir", type=Path, help="where the servers' logs go (default: a new temporary directory)")
+
+
+def server_log_dir(args: argparse.Namespace, prefix: str) -> Path:
+    """``--log-dir``, created, or a new temporary directory named ``prefix...``."""
+    path = args.log_dir or Path(tempfile.mkdtemp(prefix=prefix))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
