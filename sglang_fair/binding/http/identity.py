@@ -4,7 +4,9 @@ SGLang carries ``routing_key`` from the HTTP request to the scheduler's
 ``Req`` untouched (it does not alter radix keys), so we put the client id
 there:
 
-* native ``/generate``: header ``X-Client-Id``, else the body's ``routing_key``;
+* native ``/generate``: header ``X-Client-Id``, else the body's ``routing_key``,
+  else header ``x-smg-routing-key`` (what SGLang's gateway, ``sglang-router``
+  0.3.2, passes on to its workers; it drops the other two);
 * OpenAI-compatible endpoints: the request's ``user`` field, else header
   ``X-Client-Id``, else SGLang's own ``x-smg-routing-key`` header;
 * none of these: client ``default``. The scheduler normalizes ids
@@ -34,6 +36,7 @@ from sglang_fair.binding.common.request_identity import APP_HEADERS, INTEGER_FIE
 from sglang_fair.binding.http import client_keys, routes
 
 CLIENT_HEADER = "x-client-id"
+GATEWAY_HEADER = "x-smg-routing-key"  # SGLang's own routing-key header, forwarded by its gateway
 
 
 def encode_identity(client: str | None, headers) -> str | None:
@@ -72,9 +75,16 @@ def client_from_generate_headers(obj, request=None, *args, **kwargs):
         # The key decides; a claimed X-Client-Id or routing_key is ignored.
         obj.routing_key = encode_identity(client_keys.authenticated_client(headers), headers)
         return None
-    header = headers.get(CLIENT_HEADER) if headers is not None else None
-    obj.routing_key = encode_identity(header or obj.routing_key, headers)
+    obj.routing_key = encode_identity(generate_client(headers, obj.routing_key), headers)
     return None
+
+
+def generate_client(headers, body_key: str | None) -> str | None:
+    """Who a native ``/generate`` request names: ``X-Client-Id``, the body's ``routing_key``,
+    then the gateway's ``x-smg-routing-key``."""
+    if headers is None:
+        return body_key
+    return headers.get(CLIENT_HEADER) or body_key or headers.get(GATEWAY_HEADER)
 
 
 def identify_generate_route(*args, **kwargs) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sglang_fair.binding.common.request_identity import decode_identity
-from sglang_fair.binding.http.identity import encode_identity
+from sglang_fair.binding.http.identity import encode_identity, generate_client
 
 
 def test_bare_client_stays_a_bare_key():
@@ -56,3 +56,12 @@ def test_a_routing_key_with_fields_must_carry_well_formed_ones():
     assert "X-System-Tokens" in routing_key_problem("m;sys=-5")
     for bad in ("a;;", "a;colour=red", "a;app=", "a;st"):
         assert "is not one of" in routing_key_problem(bad), bad
+
+
+def test_generate_names_the_client_by_header_then_body_then_the_gateway_header():
+    # SGLang's gateway passes on only x-smg-routing-key; a direct client's own claims come first.
+    both = {"x-client-id": "alice", "x-smg-routing-key": "carol"}
+    assert generate_client(both, "bob") == "alice"
+    assert generate_client({"x-smg-routing-key": "carol"}, "bob") == "bob"
+    assert generate_client({"x-smg-routing-key": "carol;app=agent"}, None) == "carol;app=agent"
+    assert generate_client({}, None) is None and generate_client(None, "bob") == "bob"
