@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,16 +42,26 @@ class Gateway(contextlib.AbstractContextManager):
         cpus = sorted(cpus or os.sched_getaffinity(0))
         if len(cpus) < workers:
             raise ValueError(f"{workers} gateway workers need {workers} cores, {len(cpus)} available")
-        per = len(cpus) // workers
+        per = len(cpus) // workers if workers else 0
         self.slices = [cpus[i * per:(i + 1) * per] for i in range(workers)]
         self.server_args, self.gateway_args = list(server_args), list(gateway_args)
         self.log_dir = Path(log_dir or tempfile.mkdtemp(prefix="gateway-"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.startup_timeout_s = startup_timeout_s
         self.servers: list[LocalServer] = []
+        self.worker_urls: list[str] = []
+        self._start_servers = workers > 0
         self.port: int | None = None
         self._proc: subprocess.Popen | None = None
         self._stack = contextlib.ExitStack()
+
+    @classmethod
+    def around(cls, worker_urls: Sequence[str], gateway_args: Sequence[str] = (),
+               log_dir: Path | None = None) -> "Gateway":
+        """The gateway alone, in front of workers already serving at ``worker_urls``."""
+        gateway = cls(0, [], gateway_args, log_dir=log_dir)
+        gateway.worker_urls = list(worker_urls)
+        return gateway
 
     @property
     def base_url(self) -> str:
@@ -61,10 +72,12 @@ class Gateway(contextlib.AbstractContextManager):
         if missing:
             raise RuntimeError(missing)
         try:
-            for i, cores in enumerate(self.slices):
-                server = LocalServer(module="sglang_fair.launch_server", extra_args=self.server_args, cpus=cores,
-                                     log_path=self.log_dir / f"worker-{i}.log")
-                self.servers.append(self._stack.enter_context(server))
+            if self._start_servers:
+                for i, cores in enumerate(self.slices):
+                    server = LocalServer(module="sglang_fair.launch_server", extra_args=self.server_args, cpus=cores,
+                                         log_path=self.log_dir / f"worker-{i}.log")
+                    self.servers.append(self._stack.enter_context(server))
+                self.worker_urls = [server.base_url for server in self.servers]
             self._start_gateway()
         except BaseException:
             self.__exit__(*sys.exc_info())
@@ -72,11 +85,13 @@ class Gateway(contextlib.AbstractContextManager):
         return self
 
     def _start_gateway(self) -> None:
-        self.port = pick_free_port()
+        self.port, metrics_port = _two_free_ports()
         log = open(self.log_dir / "gateway.log", "wb")
         self._stack.callback(log.close)
         command = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
-                   str(self.port), "--worker-urls", *(s.base_url for s in self.servers), *self.gateway_args]
+                   str(self.port), "--worker-urls", *self.worker_urls, *self.gateway_args]
+        if "--prometheus-port" not in self.gateway_args:  # its default, 29000, would collide with a second gateway
+            command += ["--prometheus-port", str(metrics_port)]
         self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True)
         deadline = time.monotonic() + self.startup_timeout_s
@@ -87,7 +102,7 @@ class Gateway(contextlib.AbstractContextManager):
             try:  # its /health answers before it has registered the workers: wait for them
                 with urllib.request.urlopen(self.base_url + "/workers", timeout=5) as reply:
                     workers = json.loads(reply.read()).get("workers", [])
-                if sum(1 for w in workers if w.get("is_healthy")) == len(self.servers):
+                if sum(1 for w in workers if w.get("is_healthy")) == len(self.worker_urls):
                     return
             except (OSError, ValueError):
                 pass
@@ -105,3 +120,10 @@ class Gateway(contextlib.AbstractContextManager):
                 os.killpg(self._proc.pid, signal.SIGKILL)
                 self._proc.wait()
         self._stack.close()
+
+
+def _two_free_ports() -> tuple[int, int]:
+    first = pick_free_port()
+    with socket.socket() as held:  # bound while the second is looked for, so the two differ
+        held.bind(("127.0.0.1", first))
+        return first, pick_free_port()

@@ -1,0 +1,212 @@
+"""DLPM servers behind SGLang's gateway: do the tenants reach the workers, and does one tenant's errors lock out the others?
+
+Two workers (``--policy dlpm --enable-metrics``, one core each) behind the
+gateway (``sglang-router``, ``cache_aware``), once with the gateway's defaults
+and once per ``--variant`` (gateway flags):
+
+* **identity**: tenant ``alice`` sends requests naming herself in the
+  ``X-Client-Id`` header, ``bob`` in the body's ``routing_key``, ``carol`` in
+  SGLang's ``x-smg-routing-key`` header; the service
+  each worker charged to each tenant is read from the workers' own
+  ``/metrics`` (``sglang_fair_client_service_total``). What the gateway does
+  not pass on is charged to ``default``. The other tenants use the header.
+* **one tenant's errors**: a light tenant sends a short request every
+  ``--period`` seconds for ``--window`` seconds; after a few seconds a bad
+  tenant sends ``--bad`` over-long prompts (each refused by the server with
+  HTTP 400). Printed: how many of the light tenant's requests failed, with
+  which statuses, and for how long.
+
+With ``--forwarding`` it instead puts a stand-in worker (an HTTP server
+that records what reaches it) behind the gateway and prints which identity
+headers and body fields the gateway passed on, per endpoint.
+
+    PYTHONPATH=. python benchmarks/experiments/behind_gateway.py [--bad 40] [--window 30] \\
+        [--variant="--disable-circuit-breaker"]
+    PYTHONPATH=. python benchmarks/experiments/behind_gateway.py --forwarding
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import random
+import re
+import string
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import aiohttp
+
+from sglang_fair.bench.gateway import Gateway, gateway_missing
+
+SERVER = ["--policy", "dlpm", "--enable-metrics"]
+GATEWAY = ["--policy", "cache_aware"]
+DEFAULT_VARIANTS = ["--disable-circuit-breaker"]
+OVER_LONG = 4096  # characters, one token each: twice the bundled model's context
+METRICS_REFRESH_S = 1.0  # workers refresh their per-client series at most this often
+SERVICE = re.compile(r'^sglang_fair_client_service_total\{[^}]*client="([^"]+)"[^}]*\} ([0-9.e+]+)$', re.M)
+
+
+async def _post(session: aiohttp.ClientSession, url: str, client: str, text: str, out: int) -> int:
+    body = {"text": text, "sampling_params": {"max_new_tokens": out, "ignore_eos": True}}
+    headers = {"X-Client-Id": client}
+    if client == "bob":
+        body["routing_key"], headers = client, {}
+    elif client == "carol":
+        headers = {"x-smg-routing-key": client}
+    try:
+        async with session.post(url + "/generate", json=body, headers=headers) as reply:
+            await reply.read()
+            return reply.status
+    except aiohttp.ClientError:
+        return -1  # no HTTP answer at all
+
+
+def service_by_worker(gateway: Gateway) -> list[dict[str, float]]:
+    """Per worker: client -> service charged, from the worker's /metrics."""
+    out = []
+    for server in gateway.servers:
+        with urllib.request.urlopen(server.base_url + "/metrics", timeout=30) as reply:
+            text = reply.read().decode()
+        charged: Counter[str] = Counter()
+        for client, value in SERVICE.findall(text):
+            charged[client] += float(value)
+        out.append(dict(charged))
+    return out
+
+
+async def identity(url: str, requests: int) -> None:
+    """alice names herself in the ``X-Client-Id`` header, bob in the body's ``routing_key``, carol in
+    the ``x-smg-routing-key`` header."""
+    async with aiohttp.ClientSession() as session:
+        statuses = await asyncio.gather(*(_post(session, url, client, f"{client} asks question {i} " * 4, 8)
+                                          for i in range(requests) for client in ("alice", "bob", "carol")))
+    if set(statuses) != {200}:
+        raise SystemExit(f"identity: statuses {Counter(statuses)}")
+
+
+async def bad_tenant(url: str, bad: int, window_s: float, period_s: float, bad_after_s: float) -> dict:
+    light: list[tuple[float, int]] = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+        start = time.perf_counter()
+
+        async def light_tenant() -> None:
+            i = 0
+            while (t := time.perf_counter() - start) < window_s:
+                light.append((t, await _post(session, url, "light", f"a short question number {i}", 8)))
+                i += 1
+                await asyncio.sleep(max(0.0, period_s - (time.perf_counter() - start - t)))
+
+        async def flood_of_errors() -> Counter:
+            await asyncio.sleep(bad_after_s)
+            # Distinct prompts, so a cache-aware gateway spreads them over the workers.
+            prompts = ["".join(random.Random(i).choices(string.ascii_lowercase, k=OVER_LONG)) for i in range(bad)]
+            return Counter(await asyncio.gather(*(_post(session, url, "bad", p, 8) for p in prompts)))
+
+        bad_statuses, _ = await asyncio.gather(flood_of_errors(), light_tenant())
+    failed = [(t, s) for t, s in light if s != 200]
+    return {"light": len(light), "failed": len(failed), "statuses": dict(Counter(s for _, s in failed)),
+            "bad": dict(bad_statuses),
+            "failing_from_s": failed[0][0] if failed else None, "failing_until_s": failed[-1][0] if failed else None}
+
+
+# What a caller may name itself with, and where; the stand-in worker reports which of them arrive.
+PROBES = {
+    "/generate": ({"text": "hello", "routing_key": "body-key"},
+                  {"X-Client-Id": "header-client", "X-App-Id": "app", "x-smg-routing-key": "smg-key",
+                   "Authorization": "Bearer sk-probe-0123456789", "X-Api-Key": "sk-probe-0123456789"}),
+    "/v1/completions": ({"model": "m", "prompt": "hello", "user": "body-user"},
+                        {"X-Client-Id": "header-client", "x-smg-routing-key": "smg-key",
+                         "Authorization": "Bearer sk-probe-0123456789", "X-Api-Key": "sk-probe-0123456789"}),
+    "/v1/chat/completions": ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "user": "body-user"},
+                             {"X-Client-Id": "header-client", "x-smg-routing-key": "smg-key",
+                              "Authorization": "Bearer sk-probe-0123456789", "X-Api-Key": "sk-probe-0123456789"}),
+}
+
+
+async def forwarding(log_dir: Path) -> dict[str, dict[str, bool]]:
+    """Route -> each identity field sent -> whether it reached a stand-in worker behind the gateway."""
+    from aiohttp import web
+
+    from sglang_fair.testing.server import pick_free_port
+
+    # The gateway first probes a worker over HTTP/2, which aiohttp logs at length as a bad request.
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+    received: dict[str, tuple[dict, dict]] = {}
+
+    async def worker(request: web.Request) -> web.Response:
+        if request.method == "POST":
+            received[request.path] = ({k.lower(): v for k, v in request.headers.items()}, await request.json())
+        return web.json_response({"text": "x", "meta_info": {"prompt_tokens": 1, "completion_tokens": 1}})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", worker)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = pick_free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    gateway = Gateway.around([f"http://127.0.0.1:{port}"], GATEWAY, log_dir)
+    try:
+        await asyncio.to_thread(gateway.__enter__)
+        async with aiohttp.ClientSession() as session:
+            for path, (body, headers) in PROBES.items():
+                async with session.post(gateway.base_url + path, json=body, headers=headers) as reply:
+                    await reply.read()
+    finally:
+        await asyncio.to_thread(gateway.__exit__, None, None, None)
+        await runner.cleanup()
+    out = {}
+    for path, (body, headers) in PROBES.items():
+        got_headers, got_body = received.get(path, ({}, {}))
+        out[path] = {**{f"header {h}": h.lower() in got_headers for h in headers},
+                     **{f"body {k}": k in got_body for k in ("routing_key", "user") if k in body}}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", action="append", help="gateway flags to try beside its defaults "
+                        f"(repeatable; default: {' '.join(DEFAULT_VARIANTS)!r})")
+    parser.add_argument("--requests", type=int, default=8, help="identity: requests per tenant")
+    parser.add_argument("--bad", type=int, default=40, help="over-long prompts the bad tenant sends")
+    parser.add_argument("--window", type=float, default=30.0, help="how long the light tenant sends, s")
+    parser.add_argument("--period", type=float, default=0.5, help="the light tenant's pause between requests, s")
+    parser.add_argument("--forwarding", action="store_true", help="instead: which identity headers and body "
+                        "fields the gateway passes on, seen by a stand-in worker (seconds, no model)")
+    parser.add_argument("--log-dir", default="/tmp/behind-gateway", help="where the servers' and gateway's logs go")
+    args = parser.parse_args(argv)
+    if missing := gateway_missing():
+        print(f"cannot run: {missing}", file=sys.stderr)
+        return 2
+    if args.forwarding:
+        for path, fields in asyncio.run(forwarding(Path(args.log_dir) / "forwarding")).items():
+            print(f"{path}: " + ", ".join(f"{field} {'passed' if ok else 'DROPPED'}" for field, ok in fields.items()))
+        return 0
+    variants = [""] + (args.variant or DEFAULT_VARIANTS)
+    for k, variant in enumerate(variants):
+        flags = variant.split()
+        name = variant or "gateway defaults"
+        print(f"[{name}] starting ...", file=sys.stderr, flush=True)
+        with Gateway(2, SERVER, GATEWAY + flags, log_dir=Path(args.log_dir) / f"variant-{k}") as gateway:
+            asyncio.run(identity(gateway.base_url, args.requests))
+            time.sleep(2 * METRICS_REFRESH_S)
+            charged = service_by_worker(gateway)
+            result = asyncio.run(bad_tenant(gateway.base_url, args.bad, args.window, args.period, bad_after_s=3.0))
+        print(f"== {name} ({' '.join(GATEWAY + flags)})")
+        for i, per_client in enumerate(charged):
+            shown = ", ".join(f"{c} {v:.0f}" for c, v in sorted(per_client.items())) or "nothing charged"
+            print(f"  worker {i} charged: {shown}")
+        span = ("" if result["failing_from_s"] is None else
+                f", failing from {result['failing_from_s']:.1f} s to {result['failing_until_s']:.1f} s")
+        print(f"  bad tenant: {args.bad} over-long prompts at 3 s, answered {result['bad']}")
+        print(f"  light tenant: {result['failed']} of {result['light']} requests failed {result['statuses']}{span}"
+              f" (window {args.window:g} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
