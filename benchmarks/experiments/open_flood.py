@@ -14,7 +14,9 @@ Systems (two workers, each on one core of this machine, ``--max-running-requests
 * ``preble``: ``--policy lpm --dp 2 --load-balance-method preble``;
 * ``gateway+lpm`` / ``gateway+dlpm``: SGLang's gateway (``sglang-router``,
   ``cache_aware``) in front of two single-worker LPM / DLPM servers, each
-  pinned to its core; ``gateway-rr+dlpm`` (not run by default): round-robin.
+  pinned to its core; not run by default: ``gateway-rr+dlpm`` (round-robin),
+  and ``gateway+dlpm+isolation`` / ``gateway-rr+dlpm+isolation`` (DLPM
+  servers with ``--fair-isolation``).
   Skipped with a message when the gateway is not installed.
 
 Every server of a system is started when the system's turn comes and stopped
@@ -37,11 +39,11 @@ import contextlib
 import json
 import statistics
 import sys
-import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from sglang_fair.bench.flood import Rep, Shape, check_line, p99, pooled, run_flood
+from sglang_fair.bench.flood import (Rep, Shape, add_flood_options, check_line, p99, pooled,
+                                     positive_int, run_flood, server_log_dir)
 from sglang_fair.bench.gateway import Gateway, gateway_missing
 from sglang_fair.testing.server import LocalServer
 
@@ -54,6 +56,8 @@ SYSTEMS: dict[str, tuple] = {
     "gateway+lpm": ("gateway", ["--policy", "lpm"], ["--policy", "cache_aware"]),
     "gateway+dlpm": ("gateway", ["--policy", "dlpm"], ["--policy", "cache_aware"]),
     "gateway-rr+dlpm": ("gateway", ["--policy", "dlpm"], ["--policy", "round_robin"]),
+    "gateway+dlpm+isolation": ("gateway", ["--policy", "dlpm", "--fair-isolation"], ["--policy", "cache_aware"]),
+    "gateway-rr+dlpm+isolation": ("gateway", ["--policy", "dlpm", "--fair-isolation"], ["--policy", "round_robin"]),
 }
 DEFAULT_SYSTEMS = ["d2lpm", "d2lpm+isolation", "preble", "gateway+lpm", "gateway+dlpm"]
 GATEWAY = "gateway+lpm"  # what an SGLang user has
@@ -141,13 +145,14 @@ def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
 
 
 def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: int) -> str:
+    w = max(17, *(len(name) + 1 for name in table))
     lines = [f"flood {shape.flood} x ({shape.prefix} shared + {shape.tail}) -> {shape.output} tokens through "
              f"{connections} connections; {shape.light_tenants} light tenants {shape.light_input} -> "
              f"{shape.light_output} x{shape.chain}, {shape.think_s:g} s apart; {' '.join(SERVER)}; medians of {reps}",
-             f"{'system':<17}{'makespan':>10}{'tok/s':>7}{'hit':>6}{'idle ms':>9}{'p50 ms':>9}{'p99 ms':>9}"
+             f"{'system':<{w}}{'makespan':>10}{'tok/s':>7}{'hit':>6}{'idle ms':>9}{'p50 ms':>9}{'p99 ms':>9}"
              f"{'p50/idle':>10}{'p99/idle':>10}{'ttft p99':>10}  flood split"]
     for name, row in table.items():
-        lines.append(f"{name:<17}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>7.0f}{row['hit_rate']:>6.2f}"
+        lines.append(f"{name:<{w}}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>7.0f}{row['hit_rate']:>6.2f}"
                      f"{row['light_idle_s'] * 1e3:>9.0f}{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
                      f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x"
                      f"{_ms(row['light_ttft_p99_s']):>10}  "
@@ -183,23 +188,12 @@ def plot(tables: dict[int, dict[str, dict]], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--flood", type=int, default=Shape.flood, help="flood requests per repetition")
-    parser.add_argument("--connections", type=int, nargs="+", default=[64, 256],
+    add_flood_options(parser, list(SYSTEMS), DEFAULT_SYSTEMS)
+    parser.add_argument("--connections", type=positive_int, nargs="+", default=[64, 256],
                         help="flood intensities: requests in flight at most")
-    parser.add_argument("--light-tenants", type=int, default=2)
-    parser.add_argument("--chain", type=int, default=1, help="calls per light request (a short chain when > 1)")
-    parser.add_argument("--think", type=float, default=Shape.think_s, help="light tenants' pause between requests, s")
-    parser.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS))
-    parser.add_argument("--json", help="write the tables as JSON here")
-    parser.add_argument("--plot", help="write a PNG here")
-    parser.add_argument("--log-dir", help="where the servers' logs go (default: a new temporary directory)")
+    parser.add_argument("--light-tenants", type=positive_int, default=2)
+    parser.add_argument("--chain", type=positive_int, default=1, help="calls per light request (a short chain when > 1)")
     args = parser.parse_args(argv)
-    for flag in ("reps", "flood", "light_tenants", "chain"):
-        if getattr(args, flag) <= 0:
-            parser.error(f"--{flag.replace('_', '-')} must be positive")
-    if min(args.connections) <= 0:
-        parser.error("--connections must be positive")
     systems = list(args.systems)
     missing = gateway_missing()
     if missing and any(SYSTEMS[s][0] == "gateway" for s in systems):
@@ -208,14 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     if not systems:
         parser.error("no system left to run")
     shape = Shape(flood=args.flood, light_tenants=args.light_tenants, chain=args.chain, think_s=args.think, text=True)
-    log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="open-flood-"))
-    log_dir.mkdir(parents=True, exist_ok=True)
-    results = run_all(systems, shape, args.connections, args.reps, log_dir)
+    results = run_all(systems, shape, args.connections, args.reps, server_log_dir(args, "open-flood-"))
     tables = {c: summarize(by_system) for c, by_system in results.items()}
     print("\n\n".join(format_table(c, table, shape, args.reps) for c, table in tables.items()))
     if args.json:
+        # Every repetition's latencies too, for looking at the requests behind a P99.
+        raw = {c: {name: [asdict(rep) for rep in reps] for name, reps in by_system.items()}
+               for c, by_system in results.items()}
         Path(args.json).write_text(json.dumps({"shape": asdict(shape), "server_args": SERVER, "reps": args.reps,
-                                               "tables": tables}, indent=2))
+                                               "tables": tables, "repetitions": raw}, indent=2))
     if args.plot:
         plot(tables, args.plot)
     return 0
