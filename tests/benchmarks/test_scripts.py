@@ -31,7 +31,7 @@ def _run(script: str, *args: str, timeout: float = 600, exit_codes: tuple[int, .
 def test_every_script_has_a_test() -> None:
     scripts = set(SCRIPTS)
     here = {"sim_speed", "scheduling_pass", "justitia_history", "latency_isolation_sim", "latency_isolation",
-            "metrics_memory", "open_flood"}
+            "metrics_memory", "open_flood", "behind_gateway", "open_flood_sim"}
     untested = scripts - TESTED_ELSEWHERE - here
     assert not untested, f"benchmark scripts without a test: {sorted(untested)}"
     for name in TESTED_ELSEWHERE:
@@ -92,3 +92,40 @@ def test_open_flood(tmp_path: Path) -> None:
          "--systems", "d2lpm", "--json", str(tmp_path / "out.json"), "--log-dir", str(tmp_path / "logs"))
     tables = json.loads((tmp_path / "out.json").read_text())["tables"]
     assert list(tables) == ["4"] and list(tables["4"]) == ["d2lpm"]
+
+
+@pytest.mark.server
+def test_behind_gateway(tmp_path: Path) -> None:
+    from sglang_fair.bench.gateway import gateway_missing
+
+    if missing := gateway_missing():  # an optional extra: the script must say so and stop
+        run = subprocess.run([sys.executable, str(SCRIPTS["behind_gateway"])], cwd=ROOT, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+        assert run.returncode == 2 and f"cannot run: {missing}" in run.stderr
+        return
+    out = _run("behind_gateway", "--requests", "2", "--bad", "2", "--window", "4", "--variant=--disable-retries",
+               "--log-dir", str(tmp_path / "logs"))
+    charged = [line for line in out.splitlines() if "charged:" in line]
+    assert len(charged) == 4  # two workers, two gateway settings
+    # a tenant named in x-smg-routing-key (the header the gateway passes on) reaches the workers
+    assert any("carol" in line for line in charged)
+    assert out.count("light tenant:") == 2
+    seen = _run("behind_gateway", "--forwarding", "--log-dir", str(tmp_path / "forwarding"))
+    assert {line.split(":")[0] for line in seen.splitlines()} == {"/generate", "/v1/completions", "/v1/chat/completions"}
+    assert all("header x-smg-routing-key passed" in line for line in seen.splitlines())
+
+
+def test_open_flood_sim(tmp_path: Path) -> None:
+    out = _run("open_flood_sim", "--workloads", "judge", "--workers", "2", "--duration", "2", "--systems", "d2lpm",
+               "preble", "--json", str(tmp_path / "out.json"))
+    table = json.loads((tmp_path / "out.json").read_text())["tables"]["judge"]
+    assert list(table) == ["d2lpm", "preble"]
+    # a light program is never faster beside a flood than alone on the same cluster
+    assert all(row["light_p50_slowdown"] >= 1.0 and row["light_programs"] > 0 for row in table.values())
+    assert "d2lpm throughput / preble's" in out
+
+
+def test_open_flood_sim_reads_the_paper_grid() -> None:
+    out = _run("open_flood_sim", "--grid", str(ROOT / "docs" / "sim-trends" / "grid.json"))
+    cells = [line.split()[:3] for line in out.splitlines()[1:]]
+    assert ["judge", "S2", "D=8"] in cells and len(cells) == 18

@@ -1,0 +1,208 @@
+"""The open flood at paper scale in the simulator: one flooding tenant beside light tenants under their fair share.
+
+For ToT, long-context QA and LLM-as-a-judge (the S1 scenarios' program
+shapes at the DLPM paper's lengths), on D simulated H100s serving
+Llama-3.1-8B (``--workers``, default 8): the scenario's misbehaving client
+floods at ``--flood`` x the cluster's capacity, and each of its three
+well-behaved clients offers ``--light`` of it, well under its fair share of
+1/4. The capacity is LPM's saturated service rate per worker, as measured
+for the paper grid (``sglang_fair/bench/paper_grid.py``), times D; every
+client's Gamma rate is set so its offered service over ``--duration`` seconds
+of arrivals matches.
+
+Each system runs the whole traffic, then the light traffic alone (the same
+programs, the same arrival times) on the same cluster; a light program's
+slowdown is its latency beside the flood over its latency alone. Printed per
+workload and system: the light programs' P50 / P99 slowdown, their P99
+latency, throughput (service per second, the whole run) and the cache hit
+rate; then the targets, ratios within the run.
+
+Systems: ``d2lpm`` (``--policy dlpm --dp D``: DLPM workers, the cluster-wide
+DLPM router ``d2lpm_global``), ``d2lpm+isolation`` (with
+``--fair-isolation``), ``preble`` and ``cache_aware`` (SGLang gateway's rule),
+both with LPM workers. The simulator is deterministic: one run each.
+
+With ``--grid docs/sim-trends/grid.json`` it instead reads the paper grid and
+prints, per cell, how much its well-behaved clients gain over Preble at P50,
+what they offer against their fair share, and how long they wait.
+
+    PYTHONPATH=. python benchmarks/experiments/open_flood_sim.py [--workloads tot qa judge] [--workers 8] [--json F]
+    PYTHONPATH=. python benchmarks/experiments/open_flood_sim.py --grid docs/sim-trends/grid.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import replace
+
+from sglang_fair.bench.flood import check_line
+from sglang_fair.bench.paper_grid import PAPER_SCALE, SIM, offered_service, paper_workload
+from sglang_fair.metrics.summary import summarize
+from sglang_fair.sim.backend import SimBackend
+from sglang_fair.workloads.model import Workload
+from sglang_fair.workloads.registry import build_workload
+from sglang_fair.workloads.spec import load_scenario, scenario_path
+
+# Service per second one simulated H100 delivers under LPM when saturated, as measured for the paper
+# grid's LOAD (sglang_fair/bench/paper_grid.py).
+CAPACITY_PER_WORKER = {("tot", "s1"): 67_000, ("tot", "s2"): 72_000, ("qa", "s1"): 98_000,
+                       ("qa", "s2"): 92_000, ("judge", "s1"): 44_000, ("judge", "s2"): 30_000}
+WORKLOADS = ("tot", "qa", "judge")
+FLOODER = "bad"
+# name -> (local policy, router, simulator options)
+SYSTEMS = {
+    "d2lpm": ("dlpm", "d2lpm_global", {}),
+    "d2lpm+isolation": ("dlpm", "d2lpm_global", {"isolation": True}),
+    "preble": ("lpm", "preble", {}),
+    "cache_aware": ("lpm", "cache_aware", {}),
+}
+TARGET_P50, TARGET_P99 = 1.5, 3.0
+
+
+def flood_workload(workload: str, workers: int, flood: float, light: float, duration: float, seed: int) -> Workload:
+    """The S1 scenario with the flooder offering ``flood`` x capacity and each light client ``light`` x capacity."""
+    capacity = CAPACITY_PER_WORKER[(workload, "s1")] * workers
+    sc = load_scenario(scenario_path(workload, "s1"), PAPER_SCALE[workload], seed)
+    # Service per program of each client, from a first build at the scenario's own rates.
+    probe = build_workload(replace(sc, clients=[replace(c, num_programs=20) for c in sc.clients]))
+    per_program = {c.name: offered_service(Workload("probe", [p for p in probe.programs if p.client == c.name])) / 20
+                   for c in sc.clients}
+    clients = []
+    for c in sc.clients:
+        rate = (flood if c.name == FLOODER else light) * capacity / per_program[c.name]
+        clients.append(replace(c, rate=rate, num_programs=max(1, round(rate * duration))))
+    wl = build_workload(replace(sc, clients=clients))
+    wl.name = f"{workload}-flood-D{workers}"
+    return wl
+
+
+def _program_latency(records) -> dict[str, float]:
+    spans: dict[str, list[float]] = {}
+    for r in records:
+        if r.ok:
+            s = spans.setdefault(r.program_id, [r.t_sent, r.t_done])
+            s[0], s[1] = min(s[0], r.t_sent), max(s[1], r.t_done)
+    return {pid: b - a for pid, (a, b) in spans.items()}
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def run_system(name: str, wl: Workload, workers: int, seed: int) -> dict:
+    policy, router, options = SYSTEMS[name]
+
+    def simulate(workload: Workload):
+        backend = SimBackend(policy=policy, seed=seed, num_workers=workers, router=router, **(SIM | options))
+        result = backend.run(workload, progress=False)
+        if result.partial:
+            raise SystemExit(f"{name} on {workload.name}: run incomplete: {result.errors[:3]}")
+        return result
+
+    light_only = Workload(wl.name + "-light", [p for p in wl.programs if p.client != FLOODER])
+    full, alone = simulate(wl), simulate(light_only)
+    beside, idle = _program_latency(full.records), _program_latency(alone.records)
+    light = [pid for pid in idle if pid in beside]
+    if len(light) != len(light_only.programs):
+        raise SystemExit(f"{name} on {wl.name}: {len(light_only.programs) - len(light)} light programs unanswered")
+    slowdowns = [beside[pid] / idle[pid] for pid in light]
+    overall = summarize(full.records, well_behaved={c: c != FLOODER for c in wl.clients})["overall"]
+    return {"light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": _p99(slowdowns),
+            "light_p99_s": _p99([beside[pid] for pid in light]), "light_idle_p50_s": statistics.median(idle.values()),
+            "throughput": overall["throughput"]["service_per_s"], "hit_rate": overall["cache_hit_rate"],
+            "light_programs": len(light), "preemptions": sum(w["preemptions"] for w in full.meta["workers"])}
+
+
+def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
+    out = []
+    for name in ("d2lpm", "d2lpm+isolation"):
+        if name not in table:
+            continue
+        row = table[name]
+        out += [(f"{name} light P50 slowdown", row["light_p50_slowdown"], TARGET_P50, "<="),
+                (f"{name} light P99 slowdown", row["light_p99_slowdown"], TARGET_P99, "<=")]
+        out += [(f"{name} throughput / {peer}'s", row["throughput"] / table[peer]["throughput"], 1.0, ">=")
+                for peer in ("preble", "cache_aware") if peer in table]
+    return out
+
+
+def format_table(title: str, table: dict[str, dict]) -> str:
+    lines = [title, f"{'system':<17}{'p50/idle':>10}{'p99/idle':>10}{'p99 s':>9}{'idle p50 s':>12}"
+                    f"{'service/s':>11}{'hit':>6}{'preempt':>9}"]
+    for name, row in table.items():
+        lines.append(f"{name:<17}{row['light_p50_slowdown']:>9.2f}x{row['light_p99_slowdown']:>9.2f}x"
+                     f"{row['light_p99_s']:>9.2f}{row['light_idle_p50_s']:>12.2f}{row['throughput']:>11.0f}"
+                     f"{row['hit_rate']:>6.2f}{row['preemptions']:>9}")
+    lines += [check_line(*check) for check in checks(table)]
+    return "\n".join(lines)
+
+
+def grid_shares(grid: dict) -> list[dict]:
+    """Per cell of the paper grid (sim_trends.py's grid.json, D > 1, its own pool): how much the
+    well-behaved clients gain over Preble at P50, how much they offer against their fair share,
+    and how long they wait for admission."""
+    rows = {(r["workload"], r["scenario"], r["D"], r["system"]): r for r in grid["rows"]
+            if r["kv_pool_tokens"] == grid["kv_pool_tokens"]}
+    out = []
+    for (workload, scenario), capacity in CAPACITY_PER_WORKER.items():
+        for d in sorted({k[2] for k in rows if k[:2] == (workload, scenario) and k[2] > 1}):
+            ours, preble = rows.get((workload, scenario, d, "d2lpm")), rows.get((workload, scenario, d, "preble"))
+            if not ours or not preble:
+                continue
+            wl = paper_workload(workload, scenario, d, seed=0, duration=grid["duration_s"])
+            good = [c for c in wl.clients if all(p.well_behaved for p in wl.programs if p.client == c)]
+            offered = [offered_service(Workload(c, [p for p in wl.programs if p.client == c]))
+                       / grid["duration_s"] / (capacity * d) for c in good]
+            out.append({"cell": f"{workload} {scenario.upper()} D={d}", "p50_gain": preble["wb_p50"] / ours["wb_p50"],
+                        "good_offered_share": statistics.mean(offered), "fair_share": 1 / len(wl.clients),
+                        "good_waiting": ours["wb_waiting"]})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--flood", type=float, default=2.0, help="the flooder's offered service / the cluster's capacity")
+    parser.add_argument("--light", type=float, default=0.05, help="each light client's offered service / capacity")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of arrivals")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="write the tables as JSON here")
+    parser.add_argument("--grid", help="instead: the paper grid's grid.json (sim_trends.py), read for how much its "
+                        "well-behaved clients offer against their fair share")
+    args = parser.parse_args(argv)
+    if args.grid:
+        with open(args.grid) as f:
+            shares = grid_shares(json.load(f))
+        print(f"{'cell':<16}{'P50 preble/d2lpm':>18}{'offered/capacity':>18}{'fair share':>12}{'waiting':>9}")
+        for r in shares:
+            waiting = "-" if r["good_waiting"] is None else f"{r['good_waiting']:.2f}"
+            print(f"{r['cell']:<16}{r['p50_gain']:>17.2f}x{r['good_offered_share']:>18.3f}{r['fair_share']:>12.3f}"
+                  f"{waiting:>9}")
+        return 0
+    if not (args.flood > 0 and 0 < args.light < 0.25 and args.duration > 0 and args.workers >= 1):
+        parser.error("need --flood > 0, 0 < --light < 0.25 (under a fair share of 1/4), --duration > 0, --workers >= 1")
+    tables = {}
+    for workload in args.workloads:
+        wl = flood_workload(workload, args.workers, args.flood, args.light, args.duration, args.seed)
+        table = {}
+        for name in args.systems:
+            print(f"[{workload}] {name} ...", file=sys.stderr, flush=True)
+            table[name] = run_system(name, wl, args.workers, args.seed)
+        tables[workload] = table
+        title = (f"{workload}: D = {args.workers}, flood {args.flood:g}x capacity, 3 light clients {args.light:g}x "
+                 f"each, {args.duration:g} s of arrivals ({len(wl.programs)} programs)")
+        print(format_table(title, table) + "\n", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "tables": tables}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
