@@ -88,7 +88,9 @@ class Traffic:
 
 async def _generate(session: aiohttp.ClientSession, url: str, client: str, body: dict, rep: Rep) -> dict:
     rep.sent += 1
-    async with session.post(url + "/generate", json=body, headers={"X-Client-Id": client}) as resp:
+    # x-smg-routing-key too: SGLang's gateway passes on only that one (docs/gateway.md).
+    headers = {"X-Client-Id": client, "x-smg-routing-key": client}
+    async with session.post(url + "/generate", json=body, headers=headers) as resp:
         reply = await resp.json(content_type=None)
         if resp.status != 200:
             raise RuntimeError(f"{client}: HTTP {resp.status}: {reply}")
