@@ -38,7 +38,7 @@ import statistics
 import sys
 from dataclasses import replace
 
-from sglang_fair.bench.flood import check_line
+from sglang_fair.bench.flood import check_line, p99
 from sglang_fair.bench.paper_grid import PAPER_SCALE, SIM, offered_service, paper_workload
 from sglang_fair.metrics.summary import summarize
 from sglang_fair.sim.backend import SimBackend
@@ -88,11 +88,6 @@ def _program_latency(records) -> dict[str, float]:
     return {pid: b - a for pid, (a, b) in spans.items()}
 
 
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-
-
 def run_system(name: str, wl: Workload, workers: int, seed: int) -> dict:
     policy, router, options = SYSTEMS[name]
 
@@ -111,8 +106,8 @@ def run_system(name: str, wl: Workload, workers: int, seed: int) -> dict:
         raise SystemExit(f"{name} on {wl.name}: {len(light_only.programs) - len(light)} light programs unanswered")
     slowdowns = [beside[pid] / idle[pid] for pid in light]
     overall = summarize(full.records, well_behaved={c: c != FLOODER for c in wl.clients})["overall"]
-    return {"light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": _p99(slowdowns),
-            "light_p99_s": _p99([beside[pid] for pid in light]), "light_idle_p50_s": statistics.median(idle.values()),
+    return {"light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": p99(slowdowns),
+            "light_p99_s": p99([beside[pid] for pid in light]), "light_idle_p50_s": statistics.median(idle.values()),
             "throughput": overall["throughput"]["service_per_s"], "hit_rate": overall["cache_hit_rate"],
             "light_programs": len(light), "preemptions": sum(w["preemptions"] for w in full.meta["workers"])}
 
