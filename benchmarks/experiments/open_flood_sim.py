@@ -40,6 +40,7 @@ from dataclasses import replace
 
 from sglang_fair.bench.flood import check_line, p99
 from sglang_fair.bench.paper_grid import PAPER_SCALE, SIM, offered_service, paper_workload
+from sglang_fair.metrics.latency import program_latencies
 from sglang_fair.metrics.summary import summarize
 from sglang_fair.sim.backend import SimBackend
 from sglang_fair.workloads.model import Workload
@@ -68,8 +69,7 @@ def flood_workload(workload: str, workers: int, flood: float, light: float, dura
     sc = load_scenario(scenario_path(workload, "s1"), PAPER_SCALE[workload], seed)
     # Service per program of each client, from a first build at the scenario's own rates.
     probe = build_workload(replace(sc, clients=[replace(c, num_programs=20) for c in sc.clients]))
-    per_program = {c.name: offered_service(Workload("probe", [p for p in probe.programs if p.client == c.name])) / 20
-                   for c in sc.clients}
+    per_program = {client: service / 20 for client, service in offered_by_client(probe).items()}
     clients = []
     for c in sc.clients:
         rate = (flood if c.name == FLOODER else light) * capacity / per_program[c.name]
@@ -79,13 +79,9 @@ def flood_workload(workload: str, workers: int, flood: float, light: float, dura
     return wl
 
 
-def _program_latency(records) -> dict[str, float]:
-    spans: dict[str, list[float]] = {}
-    for r in records:
-        if r.ok:
-            s = spans.setdefault(r.program_id, [r.t_sent, r.t_done])
-            s[0], s[1] = min(s[0], r.t_sent), max(s[1], r.t_done)
-    return {pid: b - a for pid, (a, b) in spans.items()}
+def offered_by_client(wl: Workload) -> dict[str, float]:
+    """Each client's offered service over the whole workload (paper_grid.offered_service's measure)."""
+    return {c: offered_service(Workload(c, [p for p in wl.programs if p.client == c])) for c in wl.clients}
 
 
 def run_system(name: str, wl: Workload, workers: int, seed: int) -> dict:
@@ -100,7 +96,7 @@ def run_system(name: str, wl: Workload, workers: int, seed: int) -> dict:
 
     light_only = Workload(wl.name + "-light", [p for p in wl.programs if p.client != FLOODER])
     full, alone = simulate(wl), simulate(light_only)
-    beside, idle = _program_latency(full.records), _program_latency(alone.records)
+    (beside, _), (idle, _) = program_latencies(full.records), program_latencies(alone.records)
     light = [pid for pid in idle if pid in beside]
     if len(light) != len(light_only.programs):
         raise SystemExit(f"{name} on {wl.name}: {len(light_only.programs) - len(light)} light programs unanswered")
@@ -149,9 +145,9 @@ def grid_shares(grid: dict) -> list[dict]:
             if not ours or not preble:
                 continue
             wl = paper_workload(workload, scenario, d, seed=0, duration=grid["duration_s"])
+            by_client = offered_by_client(wl)
             good = [c for c in wl.clients if all(p.well_behaved for p in wl.programs if p.client == c)]
-            offered = [offered_service(Workload(c, [p for p in wl.programs if p.client == c]))
-                       / grid["duration_s"] / (capacity * d) for c in good]
+            offered = [by_client[c] / grid["duration_s"] / (capacity * d) for c in good]
             out.append({"cell": f"{workload} {scenario.upper()} D={d}", "p50_gain": preble["wb_p50"] / ours["wb_p50"],
                         "good_offered_share": statistics.mean(offered), "fair_share": 1 / len(wl.clients),
                         "good_waiting": ours["wb_waiting"]})

@@ -49,8 +49,7 @@ class Gateway(contextlib.AbstractContextManager):
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.startup_timeout_s = startup_timeout_s
         self.servers: list[LocalServer] = []
-        self.worker_urls: list[str] = []
-        self._start_servers = workers > 0
+        self.worker_urls: list[str] = []  # set by around(), or from the servers started
         self.port: int | None = None
         self._proc: subprocess.Popen | None = None
         self._stack = contextlib.ExitStack()
@@ -72,7 +71,7 @@ class Gateway(contextlib.AbstractContextManager):
         if missing:
             raise RuntimeError(missing)
         try:
-            if self._start_servers:
+            if self.slices:
                 for i, cores in enumerate(self.slices):
                     server = LocalServer(module="sglang_fair.launch_server", extra_args=self.server_args, cpus=cores,
                                          log_path=self.log_dir / f"worker-{i}.log")
