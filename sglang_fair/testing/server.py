@@ -289,8 +289,11 @@ class LocalServer:
         self.stop()
 
     def get_json(self, path: str, timeout: float = 60.0) -> Any:
+        return json.loads(self.get_text(path, timeout))
+
+    def get_text(self, path: str, timeout: float = 60.0) -> str:
         with urllib.request.urlopen(self.url(path), timeout=timeout) as reply:
-            return json.loads(reply.read())
+            return reply.read().decode()
 
     def post_json(
         self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None = None, timeout: float = 120.0

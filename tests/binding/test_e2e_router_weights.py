@@ -1,14 +1,16 @@
 """``--fair-client-weights`` through the cluster-wide DLPM router (``d2lpm_global``) on the real CPU server.
 
-``--policy dlpm --dp 2`` with ``alice=2``: two clients each send the same
-number of equal requests at once. The router holds nearly all of them (one
-place in each worker's local queue, two running), so its order decides who
-is served first; a quantum of about one request per refill makes each round
-admit two of alice's for one of bob's. Between the first requests (placed
-before anything queues) and alice's last, two of alice's finish for each of
-bob's. Run on both of SGLang's backends: scheduler
-processes, and Ray actors (``--use-ray``), whose router settings travel the
-same way.
+``--policy dlpm --dp 2`` with ``alice=2``: a third client first fills every
+place on both workers (two running and one in the local queue each) with
+long requests; alice and bob then each send the same number of equal
+requests, which the router holds until all of them are there. The long
+requests are aborted, and from then on the router's order alone decides who
+is served: a quantum of about one request per refill admits two of alice's
+for each of bob's, so until alice's last is done two of hers finish for each
+of bob's. Waiting for the router to hold everything keeps the measure free
+of how fast a loaded machine delivers the requests. Run on both of SGLang's
+backends: scheduler processes, and Ray actors (``--use-ray``), whose router
+settings travel the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import re
 import threading
+import time
+import urllib.request
 
 import pytest
 
@@ -32,14 +37,21 @@ PROMPT_TOKENS, MAX_NEW = 48, 8
 # of bob's per refill, and two of alice's, whose charges are halved.
 QUANTUM = 70
 # Two workers, each with two running and one in its local queue.
-IN_FLIGHT = 2 * (2 + 1)
+PLACES = 2 * (2 + 1)
+# Long enough to outlast the sending of every request on a loaded machine; aborted once they are held.
+BLOCKER_NEW = 1900  # the tiny model's context is 2048
+WAIT_S = 120
+
+HELD = re.compile(r"^sglang_fair_router_held_requests(?:\{\})? (\S+)$", re.M)
+INFLIGHT = re.compile(r'^sglang_fair_router_inflight_requests\{dp_rank="\d+"\} (\S+)$', re.M)
 
 
 @pytest.fixture(scope="module", params=["process", "ray"])
 def server(request):
     env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p)}
     args = ["--policy", "dlpm", "--dp", "2", "--max-running-requests", "2", "--fair-quantum", str(QUANTUM),
-            "--fair-client-weights", "alice=2", "--fair-router-options", json.dumps({"local_queue_requests": 1})]
+            "--fair-client-weights", "alice=2", "--fair-router-options", json.dumps({"local_queue_requests": 1}),
+            "--enable-metrics"]
     with contextlib.ExitStack() as stack:
         if request.param == "ray":
             pytest.importorskip("ray")
@@ -52,30 +64,66 @@ def server(request):
                                               skip_tokenizer_init=True, env=env))
 
 
+def wait_for_router(server: LocalServer, held: int, inflight: int) -> None:
+    """Until the router's gauges (refreshed each second) show ``held`` requests held and ``inflight`` on workers."""
+    deadline = time.monotonic() + WAIT_S
+    seen = None
+    while time.monotonic() < deadline:
+        text = server.get_text("/metrics", timeout=30)
+        seen = (sum(map(float, HELD.findall(text))), sum(map(float, INFLIGHT.findall(text))))
+        if seen == (held, inflight):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"the router never showed {held} held and {inflight} in flight; last seen {seen}")
+
+
+def abort(server: LocalServer, rid: str) -> None:
+    """SGLang's ``/abort_request``, which answers 200 with an empty body."""
+    request = urllib.request.Request(server.url("/abort_request"), data=json.dumps({"rid": rid}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        assert reply.status == 200
+
+
+def prompt(offset: int, i: int, span: int = 450) -> list[int]:
+    # Distinct prompts: no client finds another's cached (alice's ids start at 1, bob's at 500,
+    # carol's at 950; the tiny model's vocabulary ends at 1023).
+    return [offset + (7 * i + j) % span for j in range(PROMPT_TOKENS)]
+
+
 def test_a_client_weighted_two_is_served_twice_as_much_through_the_router(server: LocalServer) -> None:
     info = server.get_json("/server_info")
     assert info["load_balance_method"] == "d2lpm_global"
     done: list[str] = []
     lock = threading.Lock()
 
+    def block(i: int) -> None:
+        body = {"input_ids": prompt(950, i, span=70), "rid": f"blocker-{i}",
+                "sampling_params": {"max_new_tokens": BLOCKER_NEW, "ignore_eos": True}}
+        reply = server.post_json("/generate", body, headers={"X-Client-Id": "carol"}, timeout=300)
+        assert reply["meta_info"]["finish_reason"]["type"] == "abort", "a blocker finished before it was aborted"
+
     def send(client: str, i: int) -> None:
-        offset = 1 if client == "alice" else 500  # distinct prompts: no client finds the other's cached
-        ids = [offset + (7 * i + j) % 450 for j in range(PROMPT_TOKENS)]
-        body = {"input_ids": ids, "sampling_params": {"max_new_tokens": MAX_NEW, "ignore_eos": True}}
+        body = {"input_ids": prompt(1 if client == "alice" else 500, i),
+                "sampling_params": {"max_new_tokens": MAX_NEW, "ignore_eos": True}}
         reply = server.post_json("/generate", body, headers={"X-Client-Id": client}, timeout=300)
         assert reply["meta_info"]["completion_tokens"] == MAX_NEW
         with lock:
             done.append(client)
 
-    with concurrent.futures.ThreadPoolExecutor(2 * REQUESTS_EACH) as pool:
+    with concurrent.futures.ThreadPoolExecutor(PLACES + 2 * REQUESTS_EACH) as pool:
+        blockers = [pool.submit(block, i) for i in range(PLACES)]
+        wait_for_router(server, held=0, inflight=PLACES)
         futures = [pool.submit(send, client, i) for i in range(REQUESTS_EACH) for client in ("bob", "alice")]
-        for future in futures:
+        wait_for_router(server, held=2 * REQUESTS_EACH, inflight=PLACES)
+        assert not done
+        for i in range(PLACES):
+            abort(server, f"blocker-{i}")
+        for future in blockers + futures:
             future.result()
 
-    # The first IN_FLIGHT requests reach the workers before anything queues at the router, in whatever
-    # order the threads ran; from then until alice's last is done the router's order alone decides.
-    last_alice = max(i for i, client in enumerate(done) if client == "alice")
-    contended = done[IN_FLIGHT:last_alice + 1]
     # Twice as much service: two of alice's done for each of bob's (equal shares: one for one).
+    last_alice = max(i for i, client in enumerate(done) if client == "alice")
+    contended = done[:last_alice + 1]
     ratio = contended.count("alice") / max(contended.count("bob"), 1)
     assert 1.5 <= ratio <= 3.0, (ratio, done)
