@@ -52,24 +52,26 @@ HEARTBEAT_S = 5.0  # a worker running batches reports at least this often
 # reporting every token would cost one message per decode step.
 PROGRESS_EVERY_TOKENS = 4
 
-_sender: zmq.Socket | None | bool = False  # False: not looked up yet in this process
-_late_binding: bool | None = None  # None: not read yet in this process
-_dropped = 0
-_last_sent = 0.0
 
+class RouterReporter:
+    """This scheduler process's end of the side channel: the socket, and what it has sent.
 
-def _reports_late_binding() -> bool:
-    global _late_binding
-    if _late_binding is None:
-        _late_binding = settings.late_binding() and _feedback_sender() is not None
-    return _late_binding
+    One per process (``reporter()``), not per scheduler: the output streamer
+    whose hook reports completions holds no reference to its scheduler.
+    ``sock`` is None where no router listens (no ``SGLANG_FAIR_ROUTER_FEEDBACK``)
+    or this is not the rank's reporting process; every report is then a no-op.
+    """
 
+    def __init__(self, sock: zmq.Socket | None, late_binding: bool) -> None:
+        self.sock = sock
+        self.late_binding = late_binding and sock is not None
+        self.dropped = 0
+        self.last_sent = 0.0
 
-def _feedback_sender() -> zmq.Socket | None:
-    global _sender
-    if _sender is False:
+    @classmethod
+    def from_settings(cls) -> "RouterReporter":
         endpoint = settings.feedback_address()
-        _sender = None
+        sock = None
         if endpoint:
             from sglang.srt.runtime_context import get_parallel
 
@@ -80,38 +82,48 @@ def _feedback_sender() -> zmq.Socket | None:
                 sock.setsockopt(zmq.SNDHWM, 100_000)
                 sock.setsockopt(zmq.LINGER, 0)
                 sock.connect(endpoint)
-                _sender = sock
-    return _sender
+        return cls(sock, settings.late_binding())
 
+    def send(self, report: type[worker_reports.Report], *fields) -> bool:
+        """Push one report (``report(rank, *fields)``) without ever blocking; False if dropped."""
+        if self.sock is None:
+            return True
+        from sglang.srt.runtime_context import get_parallel
 
-def _send(report: type[worker_reports.Report], *fields) -> bool:
-    """Push one report (``report(rank, *fields)``) to the controller without ever blocking; False if dropped."""
-    sock = _feedback_sender()
-    if sock is None:
+        try:
+            self.sock.send(worker_reports.encoder.encode(report(get_parallel().dp_rank or 0, *fields)),
+                           flags=zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        self.last_sent = time.monotonic()
         return True
-    from sglang.srt.runtime_context import get_parallel
 
-    global _last_sent
-    try:
-        sock.send(worker_reports.encoder.encode(report(get_parallel().dp_rank or 0, *fields)), flags=zmq.NOBLOCK)
-    except zmq.Again:
-        return False
-    _last_sent = time.monotonic()
-    return True
+    def send_items(self, items: list[tuple], report: type[worker_reports.Report] = worker_reports.Done) -> None:
+        if items and not self.send(report, items):
+            self.dropped += len(items)
+            if self.dropped == len(items) or self.dropped % 10_000 < len(items):
+                logger.warning("sglang-fair: router feedback queue full, %d reports dropped", self.dropped)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close(linger=0)
 
 
-def _send_reports(items: list[tuple], report: type[worker_reports.Report] = worker_reports.Done) -> None:
-    global _dropped
-    if items and not _send(report, items):
-        _dropped += len(items)
-        if _dropped == len(items) or _dropped % 10_000 < len(items):
-            logger.warning("sglang-fair: router feedback queue full, %d reports dropped", _dropped)
+_REPORTER: RouterReporter | None = None  # made on first use, in the scheduler process
+
+
+def reporter() -> RouterReporter:
+    global _REPORTER
+    if _REPORTER is None:
+        _REPORTER = RouterReporter.from_settings()
+    return _REPORTER
 
 
 def announce_worker(result, scheduler, *args, **kwargs):
     """AFTER ``Scheduler.__init__``: tell the router which process serves this rank."""
-    if _feedback_sender() is not None:
-        _send(worker_reports.Hello, os.getpid())
+    channel = reporter()
+    if channel.sock is not None:
+        channel.send(worker_reports.Hello, os.getpid())
     return result
 
 
@@ -137,12 +149,13 @@ def _report(req) -> tuple[str, str, int] | None:
 
 
 def report_finished(result, streamer, reqs, *args, **kwargs):
-    if reqs and _feedback_sender() is not None:
+    channel = reporter()
+    if reqs and channel.sock is not None:
         items = [r for r in (_report(req) for req in reqs if req.finished()) if r is not None]
         if items:
-            _send_reports(items)
-        elif time.monotonic() - _last_sent > HEARTBEAT_S:
-            _send(worker_reports.Beat)  # busy with long requests: still alive
+            channel.send_items(items)
+        elif time.monotonic() - channel.last_sent > HEARTBEAT_S:
+            channel.send(worker_reports.Beat)  # busy with long requests: still alive
     return result
 
 
@@ -151,10 +164,11 @@ def report_aborted(result, sender, abort_req, req=None, *args, **kwargs):
     0.5.23 ``SenderWrapper.send_output(output, recv_obj)``, which sends other replies too."""
     from sglang.srt.managers.io_struct import AbortReq
 
-    if req is not None and isinstance(abort_req, AbortReq) and _feedback_sender() is not None:
+    channel = reporter()
+    if req is not None and isinstance(abort_req, AbortReq) and channel.sock is not None:
         item = _report(req)
         if item is not None:
-            _send_reports([item])
+            channel.send_items([item])
     return result
 
 
@@ -166,7 +180,8 @@ def report_admitted(plan, scheduler, *args, **kwargs):
     router can correct the charge it made from its own index.
     """
     batch = getattr(plan, "batch_to_run", None)
-    if batch is None or not _reports_late_binding():
+    channel = reporter()
+    if batch is None or not channel.late_binding:
         return plan
     items = []
     for req in batch.reqs:
@@ -174,7 +189,7 @@ def report_admitted(plan, scheduler, *args, **kwargs):
         if not reported.admitted:
             reported.admitted = True
             items.append((req.rid, min(cached_prefix_len(req), len(req.origin_input_ids))))
-    _send_reports(items, worker_reports.Admitted)
+    channel.send_items(items, worker_reports.Admitted)
     return plan
 
 
@@ -182,7 +197,8 @@ def report_progress(result, scheduler, batch, *args, **kwargs):
     """AFTER ``Scheduler.process_batch_result``: cumulative output tokens of the batch's running
     requests that produced ``PROGRESS_EVERY_TOKENS`` since their last report (finished ones
     are reported as done)."""
-    if batch is None or not _reports_late_binding():
+    channel = reporter()
+    if batch is None or not channel.late_binding:
         return result
     items = []
     for req in batch.reqs:
@@ -193,5 +209,5 @@ def report_progress(result, scheduler, batch, *args, **kwargs):
         if out - reported.progress >= PROGRESS_EVERY_TOKENS:
             reported.progress = out
             items.append((req.rid, out))
-    _send_reports(items, worker_reports.Progress)
+    channel.send_items(items, worker_reports.Progress)
     return result

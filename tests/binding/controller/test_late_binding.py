@@ -181,8 +181,7 @@ def scheduler_side(monkeypatch):
     monkeypatch.setenv(settings.FEEDBACK_ENV, endpoint)
     monkeypatch.setenv(settings.LATE_BINDING_ENV, "1")
     monkeypatch.setattr(rc, "get_parallel", lambda: types.SimpleNamespace(tp_rank=0, pp_rank=0, pp_size=1, dp_rank=1))
-    monkeypatch.setattr(router_reports, "_sender", False)
-    monkeypatch.setattr(router_reports, "_late_binding", None)
+    monkeypatch.setattr(router_reports, "_REPORTER", None)
 
     def received() -> list:
         out = []
@@ -191,8 +190,7 @@ def scheduler_side(monkeypatch):
         return out
 
     yield received
-    if router_reports._sender:
-        router_reports._sender.close(linger=0)
+    router_reports.reporter().close()
     sink.close(linger=0)
 
 

@@ -37,7 +37,7 @@ def test_scheduler_side_reports_each_finished_request_once(monkeypatch) -> None:
     sink.bind(address)
     monkeypatch.setenv(settings.FEEDBACK_ENV, address)
     monkeypatch.setattr(rc, "get_parallel", lambda: types.SimpleNamespace(tp_rank=0, pp_rank=0, pp_size=1, dp_rank=1))
-    monkeypatch.setattr(router_reports, "_sender", False)
+    monkeypatch.setattr(router_reports, "_REPORTER", None)
     try:
         router_reports.announce_worker(None, object())
         reqs = [FakeReq("a", True, 5), FakeReq("b", False, 2)]
@@ -50,9 +50,7 @@ def test_scheduler_side_reports_each_finished_request_once(monkeypatch) -> None:
         while sink.poll(200):
             got.append(msgspec.msgpack.decode(sink.recv()))
     finally:
-        sender = router_reports._sender
-        if sender:
-            sender.close(linger=0)
+        router_reports.reporter().close()
         sink.close(linger=0)
     client = normalize_client_id("Alice Smith")  # the same id the local schedulers charge
     assert got == [["hello", 1, os.getpid()], ["done", 1, [["a", client, 5]]], ["done", 1, [["c", client, 0]]]]
@@ -60,6 +58,6 @@ def test_scheduler_side_reports_each_finished_request_once(monkeypatch) -> None:
 
 def test_scheduler_side_is_inert_without_a_router(monkeypatch) -> None:
     monkeypatch.delenv(settings.FEEDBACK_ENV, raising=False)
-    monkeypatch.setattr(router_reports, "_sender", False)
+    monkeypatch.setattr(router_reports, "_REPORTER", None)
     router_reports.report_finished(None, object(), [FakeReq("a", True, 1)], False)
-    assert router_reports._sender is None
+    assert router_reports.reporter().sock is None
