@@ -29,18 +29,15 @@ import argparse
 import asyncio
 import contextlib
 import json
-import random
 import re
 import statistics
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import aiohttp
-
-from sglang_fair.bench.flood import add_flood_options, positive_int, server_log_dir
+from sglang_fair.bench.flood import Rep, Shape, add_flood_options, check_line, p99, positive_int, run_flood, server_log_dir
 from sglang_fair.testing.server import LocalServer
 
 SYSTEMS = {  # name -> server arguments
@@ -53,85 +50,23 @@ SYSTEMS = {  # name -> server arguments
 BASELINE = "dlpm"
 SERVER_ARGS = ["--enable-metrics"]
 DEFAULT_SLOTS = 16  # --max-running-requests
-VOCAB = 1000  # token ids below the tiny model's vocabulary
 TARGET_LATENCY_RATIO, TARGET_MAKESPAN, TARGET_THROUGHPUT = 3.0, 1.1, 0.95
 
 
 @dataclass
-class Shape:
-    flood: int = 400
-    flood_prefix: int = 512
-    flood_tail: int = 16
-    flood_output: int = 64
-    light_input: int = 32
-    light_output: int = 16
-    idle_requests: int = 8
-    think_s: float = 0.5  # the light client's pause between an answer and its next request
+class IsolationRep:
+    """One repetition: the flood's measures, and the tokens the server recomputed after preemptions."""
 
+    flood: Rep
+    recomputed: float
 
-@dataclass
-class Rep:
-    idle: list[float] = field(default_factory=list)  # light latencies, s
-    flooded: list[float] = field(default_factory=list)
-    makespan: float = 0.0
-    output_tokens: int = 0
-    preempted: int = 0  # requests SGLang reports retracted at least once
-    recomputed: float = 0.0
-    answers: int = 0
-    sent: int = 0
+    @property
+    def idle(self) -> list[float]:
+        return self.flood.idle["light-0"]
 
-
-async def _generate(session: aiohttp.ClientSession, url: str, client: str, ids: list[int], out: int) -> dict:
-    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": out, "ignore_eos": True}}
-    async with session.post(url + "/generate", json=body, headers={"X-Client-Id": client}) as resp:
-        reply = await resp.json()
-        if resp.status != 200:
-            raise RuntimeError(f"{client}: HTTP {resp.status}: {reply}")
-        return reply
-
-
-async def _light(session, url: str, shape: Shape, rng: random.Random, until: asyncio.Event | None, count: int,
-                 rep: Rep) -> list[float]:
-    latencies = []
-    while (until is not None and not until.is_set()) or (until is None and len(latencies) < count):
-        ids = [rng.randrange(1, VOCAB) for _ in range(shape.light_input)]
-        start = time.perf_counter()
-        rep.sent += 1
-        reply = await _generate(session, url, "light", ids, shape.light_output)
-        rep.answers += 1
-        latencies.append(time.perf_counter() - start)
-        rep.output_tokens += reply["meta_info"]["completion_tokens"]
-        if until is not None:
-            try:  # think, unless the flood is over
-                await asyncio.wait_for(until.wait(), shape.think_s)
-            except asyncio.TimeoutError:
-                pass
-    return latencies
-
-
-async def _flood_phase(url: str, shape: Shape, seed: int, rep: Rep) -> None:
-    rng = random.Random(seed)
-    prefix = [rng.randrange(1, VOCAB) for _ in range(shape.flood_prefix)]
-    timeout = aiohttp.ClientTimeout(total=3600)
-    # One connection per request: a kept-alive connection the server closes while idle would fail the next request.
-    connector = aiohttp.TCPConnector(limit=0, force_close=True)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        rep.idle = await _light(session, url, shape, rng, None, shape.idle_requests, rep)
-        done = asyncio.Event()
-        start = time.perf_counter()
-        rep.sent += shape.flood
-        flood = [asyncio.create_task(_generate(session, url, "flooder",
-                                               prefix + [rng.randrange(1, VOCAB) for _ in range(shape.flood_tail)],
-                                               shape.flood_output)) for _ in range(shape.flood)]
-        await asyncio.sleep(1.0)  # let the flood take every slot first
-        light = asyncio.create_task(_light(session, url, shape, rng, done, 0, rep))
-        replies = await asyncio.gather(*flood)
-        rep.makespan = time.perf_counter() - start
-        done.set()
-        rep.flooded = await light
-        rep.answers += len(replies)
-        rep.output_tokens += sum(r["meta_info"]["completion_tokens"] for r in replies)
-        rep.preempted = sum(1 for r in replies if (r["meta_info"].get("num_retractions") or 0) > 0)
+    @property
+    def flooded(self) -> list[float]:
+        return self.flood.flooded["light-0"]
 
 
 def _recomputed(url: str) -> float:
@@ -140,11 +75,11 @@ def _recomputed(url: str) -> float:
     return sum(float(m.group(1)) for m in re.finditer(r"^sglang_fair_client_recomputed_tokens_total\{[^}]*\} (\S+)$", text, re.M))
 
 
-def run_all(systems: list[str], shape: Shape, reps: int, slots: int, log_dir: Path) -> dict[str, list[Rep]]:
+def run_all(systems: list[str], shape: Shape, reps: int, slots: int, log_dir: Path) -> dict[str, list[IsolationRep]]:
     """Every system's server up at once (idle ones sleep), the repetitions taking
     turns across systems in a rotating order, so drift in the machine's speed
     hits all systems alike."""
-    results: dict[str, list[Rep]] = {name: [] for name in systems}
+    results: dict[str, list[IsolationRep]] = {name: [] for name in systems}
     with contextlib.ExitStack() as stack:
         servers = {}
         for name in systems:
@@ -156,23 +91,17 @@ def run_all(systems: list[str], shape: Shape, reps: int, slots: int, log_dir: Pa
         for i in range(reps):
             for name in systems[i % len(systems):] + systems[: i % len(systems)]:
                 url = servers[name].base_url
-                rep = Rep()
                 before = _recomputed(url)
-                asyncio.run(_flood_phase(url, shape, seed=i, rep=rep))
+                flood = asyncio.run(run_flood(url, shape, seed=i))
                 time.sleep(1.5)  # per-client gauges refresh once a second
-                rep.recomputed = _recomputed(url) - before
-                if rep.answers != rep.sent:
-                    raise SystemExit(f"{name}: {rep.sent} requests sent, {rep.answers} answered")
+                rep = IsolationRep(flood, _recomputed(url) - before)
+                if flood.answered != flood.sent:
+                    raise SystemExit(f"{name}: {flood.sent} requests sent, {flood.answered} answered")
                 print(f"[{name}] rep {i + 1}/{reps}: light idle {statistics.mean(rep.idle) * 1e3:.0f} ms, "
                       f"flooded {statistics.mean(rep.flooded) * 1e3:.0f} ms ({len(rep.flooded)} requests), "
-                      f"makespan {rep.makespan:.1f} s", file=sys.stderr, flush=True)
+                      f"makespan {flood.makespan_s:.1f} s", file=sys.stderr, flush=True)
                 results[name].append(rep)
     return results
-
-
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
 def _plain(name: str) -> str:
@@ -180,9 +109,10 @@ def _plain(name: str) -> str:
     return name.split("+")[0]
 
 
-def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
-    makespans = {name: statistics.mean(r.makespan for r in reps) for name, reps in results.items()}
-    throughputs = {name: statistics.mean(r.output_tokens / r.makespan for r in reps) for name, reps in results.items()}
+def summarize(results: dict[str, list[IsolationRep]]) -> dict[str, dict]:
+    makespans = {name: statistics.mean(r.flood.makespan_s for r in reps) for name, reps in results.items()}
+    throughputs = {name: statistics.mean(r.flood.output_tokens / r.flood.makespan_s for r in reps)
+                   for name, reps in results.items()}
     table = {}
     for name, reps in results.items():
         idle = [x for r in reps for x in r.idle]
@@ -192,7 +122,7 @@ def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
         table[name] = {
             "light_idle_mean_s": statistics.mean(idle),
             "light_flood_mean_s": statistics.mean(flooded),
-            "light_flood_p99_s": _p99(flooded),
+            "light_flood_p99_s": p99(flooded),
             "latency_ratio": statistics.mean(flooded) / statistics.mean(idle),
             "light_requests_under_flood": len(flooded),
             "makespan_s": makespan,
@@ -201,14 +131,14 @@ def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
             "throughput_tok_s": throughput,
             "throughput_vs_dlpm": throughput / throughputs[BASELINE],
             "throughput_vs_plain": throughput / throughputs[plain],
-            "preempted_requests": statistics.mean(r.preempted for r in reps),
+            "preempted_requests": statistics.mean(r.flood.retracted for r in reps),
             "recomputed_tokens": statistics.mean(r.recomputed for r in reps),
         }
     return table
 
 
 def format_table(table: dict[str, dict], shape: Shape, reps: int, slots: int) -> str:
-    lines = [f"flood {shape.flood} x ({shape.flood_prefix} shared + {shape.flood_tail}) -> {shape.flood_output} tokens; "
+    lines = [f"flood {shape.flood} x ({shape.prefix} shared + {shape.tail}) -> {shape.output} tokens; "
              f"light {shape.light_input} -> {shape.light_output}, {shape.think_s:g} s apart; "
              f"server --max-running-requests {slots} "
              f"{' '.join(SERVER_ARGS)}; {reps} reps",
@@ -226,9 +156,7 @@ def format_table(table: dict[str, dict], shape: Shape, reps: int, slots: int) ->
         checks = [("light latency under flood / idle", row["latency_ratio"], TARGET_LATENCY_RATIO, "<="),
                   (f"flood makespan / {plain}'s", row["makespan_vs_plain"], TARGET_MAKESPAN, "<="),
                   (f"throughput / {plain}'s", row["throughput_vs_plain"], TARGET_THROUGHPUT, ">=")]
-        for label, value, target, op in checks:
-            ok = value <= target if op == "<=" else value >= target
-            lines.append(f"{name}: {label} {value:.2f} vs target {op} {target}: {'PASS' if ok else 'FAIL'}")
+        lines += [check_line(f"{name}: {label}", value, target, op) for label, value, target, op in checks]
     return "\n".join(lines)
 
 
@@ -267,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if BASELINE not in args.systems:
         parser.error(f"--systems must include {BASELINE} (the ratios' baseline)")
-    shape = Shape(flood=args.flood, think_s=args.think)
+    # Every flood request sent at once (one connection each): the server's queue, not the client's, holds them.
+    shape = Shape(flood=args.flood, connections=args.flood, think_s=args.think)
     results = run_all(args.systems, shape, args.reps, args.slots, server_log_dir(args, "latency-isolation-"))
     table = summarize(results)
     print(format_table(table, shape, args.reps, args.slots))

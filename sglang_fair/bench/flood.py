@@ -58,6 +58,8 @@ class Rep:
     first_token: dict[str, list[float]] = field(default_factory=dict)
     makespan_s: float = 0.0
     flood_tokens: int = 0  # output tokens of the flood
+    output_tokens: int = 0  # output tokens of every answer, the light tenants' too
+    retracted: int = 0  # flood requests SGLang reports retracted (preempted) at least once
     prompt_tokens: int = 0
     cached_tokens: int = 0
     workers: dict[str, dict[int, int]] = field(default_factory=dict)  # client -> dp rank -> requests
@@ -96,6 +98,7 @@ async def _generate(session: aiohttp.ClientSession, url: str, client: str, body:
             raise RuntimeError(f"{client}: HTTP {resp.status}: {reply}")
     rep.answered += 1
     meta = reply["meta_info"]
+    rep.output_tokens += meta.get("completion_tokens", 0)
     rep.prompt_tokens += meta.get("prompt_tokens", 0)
     rep.cached_tokens += meta.get("cached_tokens", 0)
     if isinstance(meta.get("dp_rank"), int):
@@ -137,6 +140,7 @@ async def run_flood(url: str, shape: Shape, seed: int) -> Rep:
         async def one(tail) -> int:
             async with gate:
                 meta = await _generate(session, url, "flooder", traffic.body(traffic.prefix + tail, shape.output), rep)
+                rep.retracted += (meta.get("num_retractions") or 0) > 0
                 return meta["completion_tokens"]
 
         done = asyncio.Event()
