@@ -37,7 +37,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_fair.bench.flood import Rep, Shape, add_flood_options, check_line, p99, positive_int, run_flood, server_log_dir
+from sglang_fair.bench.flood import Rep, Shape, add_flood_options, check_line, p99, pooled, positive_int, run_flood, server_log_dir
 from sglang_fair.testing.server import LocalServer
 
 SYSTEMS = {  # name -> server arguments
@@ -62,11 +62,11 @@ class IsolationRep:
 
     @property
     def idle(self) -> list[float]:
-        return self.flood.idle["light-0"]
+        return pooled(self.flood.idle)
 
     @property
     def flooded(self) -> list[float]:
-        return self.flood.flooded["light-0"]
+        return pooled(self.flood.flooded)
 
 
 def _recomputed(url: str) -> float:

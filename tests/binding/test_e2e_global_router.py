@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ from sglang_fair.bench.output import write_run  # noqa: E402
 from sglang_fair.metrics.service import ServiceWeights  # noqa: E402
 from sglang_fair.testing.server import LocalServer  # noqa: E402
 from sglang_fair.workloads.model import Call, Program, Workload  # noqa: E402
+from tests.support.router_gauges import held_and_inflight  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = tuple(11 + (i * 7) % 900 for i in range(512))
@@ -64,9 +64,6 @@ def _workload() -> Workload:
 class RouterWatcher(threading.Thread):
     """Polls the router's gauges on /metrics; keeps the most requests held, and in flight on a worker."""
 
-    HELD = re.compile(r"^sglang_fair_router_held_requests(?:\{\})? (\S+)$", re.M)
-    INFLIGHT = re.compile(r'^sglang_fair_router_inflight_requests\{dp_rank="\d"\} (\S+)$', re.M)
-
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
         self.url, self.most_held, self.most_inflight, self.done = url, 0.0, 0.0, threading.Event()
@@ -78,8 +75,9 @@ class RouterWatcher(threading.Thread):
                     text = reply.read().decode()
             except OSError:
                 continue
-            self.most_held = max([self.most_held, *map(float, self.HELD.findall(text))])
-            self.most_inflight = max([self.most_inflight, *map(float, self.INFLIGHT.findall(text))])
+            held, inflight = held_and_inflight(text)
+            self.most_held = max(self.most_held, held)
+            self.most_inflight = max([self.most_inflight, *inflight])
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ import concurrent.futures
 import contextlib
 import json
 import os
-import re
 import threading
 import time
 import urllib.request
@@ -30,6 +29,7 @@ pytestmark = pytest.mark.server
 
 from sglang_fair import cpu_standins  # noqa: E402
 from sglang_fair.testing.server import LocalServer  # noqa: E402
+from tests.support.router_gauges import held_and_inflight  # noqa: E402
 
 REQUESTS_EACH = 18
 PROMPT_TOKENS, MAX_NEW = 48, 8
@@ -41,9 +41,6 @@ PLACES = 2 * (2 + 1)
 # Long enough to outlast the sending of every request on a loaded machine; aborted once they are held.
 BLOCKER_NEW = 1900  # the tiny model's context is 2048
 WAIT_S = 120
-
-HELD = re.compile(r"^sglang_fair_router_held_requests(?:\{\})? (\S+)$", re.M)
-INFLIGHT = re.compile(r'^sglang_fair_router_inflight_requests\{dp_rank="\d+"\} (\S+)$', re.M)
 
 
 @pytest.fixture(scope="module", params=["process", "ray"])
@@ -69,8 +66,8 @@ def wait_for_router(server: LocalServer, held: int, inflight: int) -> None:
     deadline = time.monotonic() + WAIT_S
     seen = None
     while time.monotonic() < deadline:
-        text = server.get_text("/metrics", timeout=30)
-        seen = (sum(map(float, HELD.findall(text))), sum(map(float, INFLIGHT.findall(text))))
+        held, per_worker = held_and_inflight(server.get_text("/metrics", timeout=30))
+        seen = (held, sum(per_worker))
         if seen == (held, inflight):
             return
         time.sleep(0.3)
