@@ -82,10 +82,8 @@ def hook_table() -> list[Hook]:
         Hook(f"{_SCHEDULER}._add_request_to_queue", accounting.note_queued, after, s,
              f"{_SCHEDULER}._add_request_to_queue"),
         adder,
-        Hook(f"{_SCHEDULER}._get_new_batch_prefill_raw", admission_gate.gate_prefill_admission, around, s,
-             f"{_SCHEDULER}._get_new_batch_prefill_raw"),
-        Hook("sglang.srt.lora.lora_drainer.LoRADrainer.update_draining_state",
-             admission_gate.plain_queue_for_lora_drainer, around, s),
+        # A patched SGLang reaches the walk through the same two classes; this wrap stays a hook there too.
+        Hook(f"{_SCHEDULER}._get_new_batch_prefill_raw", admission_gate.gate_prefill_admission, around, s),
         Hook(f"{_SCHEDULER}.process_batch_result", accounting.charge_outputs, after, s,
              f"{_SCHEDULER}.process_batch_result"),
         Hook(f"{_SCHEDULER}.abort_request", accounting.note_aborts, after, s, f"{_SCHEDULER}.abort_request"),

@@ -70,23 +70,17 @@ def admission_pass(policy, tree, alloc, queue: list, rem_input_tokens: int, rem_
     from sglang.srt.managers.schedule_batch import ScheduleBatch
     from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder
 
-    from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
-    from sglang_fair.binding.scheduler.admission_gate import _AdmissionQueue
     from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
+    from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
 
     fair = isinstance(policy, FairSchedulePolicy)
     adder_cls = functools.partial(FairPrefillAdder, fair_policy=policy) if fair else PrefillAdder
-    queue = _AdmissionQueue(queue) if fair else queue
-    policy.calc_priority(queue)
-    if fair and policy.gated:
-        policy.admission_queue = queue  # as the gate does: building the adder arms the queue
-    try:
-        adder = adder_cls(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, rem_input_tokens, rem_chunk_tokens)
-        for req in queue:
-            req.init_next_round_input(tree)
-            if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
-                break
-    finally:
-        if fair:
-            policy.admission_queue = None
+    policy.calc_priority(queue)  # a gated policy's walk starts here, on this list
+    adder = adder_cls(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, rem_input_tokens, rem_chunk_tokens)
+    for req in queue:
+        req.init_next_round_input(tree)
+        if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
+            break
+    if fair:
+        policy.walk = None
     return list(adder.can_run_list)

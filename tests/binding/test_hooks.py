@@ -50,7 +50,7 @@ def test_a_patched_sglang_gets_exactly_the_hooks_no_patch_carries(sglang_runtime
     assert registered == [hook for hook in table if hook.patched_in is None]
     # Not carried by the series, so still hooked on a patched build (where they work the same).
     assert {hook.function.__name__ for hook in registered} >= {
-        "refresh_when_idle", "plain_queue_for_lora_drainer", "init_controller", "install_admin_routes"}
+        "refresh_when_idle", "gate_prefill_admission", "init_controller", "install_admin_routes"}
     # Carried by 0004: FairServe's throttle and the vocabulary check are in the patched source instead.
     carried = {(hook.target.rsplit(".", 1)[-1], hook.function.__name__) for hook in table if hook.patched_in}
     assert carried >= {("_abort_on_queued_limit", "throttle_arrivals"),

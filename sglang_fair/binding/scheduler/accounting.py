@@ -39,7 +39,7 @@ from http import HTTPStatus
 from sglang.srt.managers.schedule_policy import PrefillAdder
 
 from sglang_fair.binding.common.version import installed_sglang, sends_aborts_inline
-from sglang_fair.binding.scheduler.admission_loop_check import AdmissionBypassed
+from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed
 from sglang_fair.binding.scheduler.client_metrics import ClientMetrics
 from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
 from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy, fair_policy

@@ -1,16 +1,16 @@
-"""Latency isolation on SGLang: the core's victim choice, SGLang's own preemption path.
+"""Latency isolation on SGLang: the core's victim choice, released as SGLang releases its own.
 
-SGLang 0.5.23 already preempts running requests for priority scheduling
-(``PrefillAdder.preempt_to_schedule``, called from
-``Scheduler._get_new_batch_prefill_raw`` when the batch has no free slot, with
-``Scheduler.enable_priority_preemption`` on). With ``--fair-isolation``, every
-pass walks the starved clients' requests first (``core/isolation.py``); a pass
-that starts with a full batch also turns that switch on for the pass, and our
-adder (``prefill_adder.FairPrefillAdder``) answers ``preempt_to_schedule``
-with the core's victims, released as SGLang releases its own: KV freed
-(``ScheduleBatch.release_req``), the batch filtered, the request requeued by
-the scheduler from ``adder.preempt_list``. A candidate refused for lack of KV
-tokens (``AddReqResult.NO_TOKEN``) gets the same, one victim at a time.
+With ``--fair-isolation``, a pass that has starved clients (``core/isolation.py``)
+walks their requests first. When that pass starts with a full batch, SGLang's
+admission would return before building an adder, so ``make_room`` (called by
+the admission gate just before ``Scheduler._get_new_batch_prefill_raw``)
+preempts, for each starved client the policy would admit now, the core's
+victim: KV freed (``ScheduleBatch.release_req``), the batch filtered, the
+request requeued through ``Scheduler._add_request_to_queue``, as
+``PrefillAdder.preempt_to_schedule`` does for SGLang's priority preemption.
+The pass then finds a free slot for each. A starved candidate refused for lack
+of KV tokens (``AddReqResult.NO_TOKEN``) has further victims preempted, one at
+a time, from inside the pass (``preempt_one``, called by ``FairPrefillAdder``).
 """
 
 from __future__ import annotations
@@ -33,23 +33,54 @@ def batch_full(scheduler, running_batch) -> bool:
         len(running_batch.reqs), running_batch=running_batch) <= 0
 
 
+def make_room(scheduler, fair: FairSchedulePolicy, running_batch) -> int:
+    """Before a pass that starts full: one victim preempted for each starved client whose
+    request the policy's walk offers now. Returns how many were preempted."""
+    starved = [tracked for tracked in map(fair.track, scheduler.waiting_queue) if tracked.client in fair.isolating]
+    first: dict[str, object] = {}
+    for tracked in fair.fair.walk(starved):  # nothing is admitted: each starved request is offered once
+        first.setdefault(tracked.client, tracked)
+    preempted = 0
+    for candidate in first.values():
+        victim = _victim(fair, running_batch.reqs, candidate)
+        if victim is None:
+            continue
+        _release(running_batch, victim)
+        fair.fair.preempt(fair.fair.requests[victim.rid])
+        scheduler._add_request_to_queue(victim)
+        preempted += 1
+    if preempted:
+        running_batch.batch_is_full = False
+    return preempted
+
+
 def preempt_one(adder, fair: FairSchedulePolicy, req) -> bool:
-    """Release the core's next victim for ``req`` from ``adder``'s running batch.
+    """Release the core's next victim for ``req`` from ``adder``'s running batch, within a pass.
 
     Returns False when no running request may be preempted for it.
     """
     batch = adder.running_batch
-    live = {r.rid: r for r in batch.reqs if r not in adder.preempt_list and not r.finished()}
-    tracked = (t for t in map(fair.fair.requests.get, live) if t is not None)
-    victim = fair.fair.isolation.next_victim(fair.track(req), tracked)
+    victim = _victim(fair, [r for r in batch.reqs if r not in adder.preempt_list], fair.track(req))
     if victim is None:
         return False
-    engine_req = live[victim.rid]
-    index = batch.reqs.index(engine_req)
-    # As PrefillAdder.preempt_to_schedule: drop its reserved decode budget, free its KV, filter the batch.
-    adder.memory_budget.total_offset -= adder._get_running_request_total_token_offset(engine_req)
+    # As PrefillAdder.preempt_to_schedule: drop its reserved decode budget; SGLang requeues preempt_list.
+    adder.memory_budget.total_offset -= adder._get_running_request_total_token_offset(victim)
+    _release(batch, victim)
+    adder.preempt_list.append(victim)
+    fair.fair.preempt(fair.fair.requests[victim.rid])
+    return True
+
+
+def _victim(fair: FairSchedulePolicy, running: list, candidate):
+    """The running SGLang request the core picks to preempt for ``candidate`` (tracked), or None."""
+    live = {r.rid: r for r in running if not r.finished()}
+    tracked = (t for t in map(fair.fair.requests.get, live) if t is not None)
+    victim = fair.fair.isolation.next_victim(candidate, tracked)
+    return None if victim is None else live[victim.rid]
+
+
+def _release(batch, req) -> None:
+    """Free ``req``'s KV and drop it from ``batch``, as SGLang's preemption does."""
+    index = batch.reqs.index(req)
     batch.release_req(index, len(batch.reqs) - 1)
     batch.filter_batch(keep_indices=[i for i in range(len(batch.reqs)) if i != index])
-    adder.preempt_list.append(engine_req)
-    fair.fair.preempt(victim)
-    return True

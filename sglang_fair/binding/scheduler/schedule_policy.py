@@ -26,7 +26,7 @@ from sglang_fair.binding.common.request_identity import decode_identity
 from sglang_fair.binding.common.settings import fair_policy_names
 from sglang_fair.binding.common.sglang_fields import cached_prefix_len
 from sglang_fair.binding.common.version import installed_sglang
-from sglang_fair.binding.scheduler.admission_loop_check import AdmissionBypassed, check_admission_loop
+from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed, AdmissionWalk
 from sglang_fair.binding.scheduler.rank_clock import shared_clock
 from sglang_fair.core.fair_scheduler import FairScheduler
 from sglang_fair.core.policies import POLICIES
@@ -55,10 +55,8 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         # offers room first, and whether it may preempt for them (it started full).
         self.isolating: set[str] = set()
         self.preempting = False
-        # The admission gate (admission_gate.py): the queue of the pass in
-        # progress, and the candidate the walk offered last.
-        self.admission_queue = None
-        self.offered = None
+        # The walk of the admission pass in progress (admission_walk.py), started by calc_priority.
+        self.walk: AdmissionWalk | None = None
         patched = getattr(_stock_module, "SGLANG_FAIR_BUILTIN", False)  # built from patches/
         if self.gated and not patched:
             _check_binding()
@@ -168,13 +166,20 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             if tracked.rid not in present:
                 self.fair.finish(tracked)  # left the queue without running: aborted
 
-    def admission_order(self, waiting_queue: list):
+    def calc_priority(self, waiting_queue: list, *args, **kwargs):
+        """SGLang's sort (LPM or FCFS), then, for a gated policy, the start of this pass's walk:
+        SGLang's admission loop, which follows, reads the policy's candidates from the queue."""
+        result = super().calc_priority(waiting_queue, *args, **kwargs)
+        if self.gated:
+            sorted_queue = list(waiting_queue)  # the walk moves candidates in the queue, not in this copy
+            self.walk = AdmissionWalk(waiting_queue, sorted_queue, self.admission_order(sorted_queue))
+        return result
+
+    def admission_order(self, sorted_queue: list):
         """Candidates for this pass, as SGLang ``Req`` objects, from the core policy's walk
         (the starved clients' first, in an isolation pass)."""
-        for candidate in self.fair.walk(_TrackedView(waiting_queue, self.track), self.isolating):
-            self.offered = candidate.payload
-            yield self.offered
-        self.offered = None
+        for candidate in self.fair.walk(_TrackedView(sorted_queue, self.track), self.isolating):
+            yield candidate.payload
 
 
 def fair_policy(scheduler) -> FairSchedulePolicy | None:
@@ -184,15 +189,13 @@ def fair_policy(scheduler) -> FairSchedulePolicy | None:
 
 
 def _check_binding() -> None:
-    """A gated policy relies on every scheduler hook and on the admission loop's shape:
-    refuse to start when SGLang could not apply one, or the loop changed."""
+    """A gated policy relies on every scheduler hook: refuse to start when SGLang could not apply one."""
     # Scheduler's methods, and the adder class on 0.5.21
     missing = unapplied(registered("scheduler", "sglang.srt.managers.scheduler."))
     if missing:
         raise AdmissionBypassed(
             f"sglang-fair: SGLang {installed_sglang()} did not apply the hooks on {', '.join(missing)} "
             "(its log names the error); a fair policy cannot run without them")
-    check_admission_loop()
 
 
 class _TrackedView:
@@ -210,7 +213,7 @@ class _TrackedView:
 
     def __iter__(self):
         track = self._track
-        for req in list.__iter__(self._queue):
+        for req in self._queue:
             yield track(req)
 
     def __len__(self) -> int:

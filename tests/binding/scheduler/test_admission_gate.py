@@ -1,8 +1,9 @@
-"""The admission gate refuses to run unfair when SGLang's admission loop changes shape.
+"""SGLang's admission loop admits the fair policy's candidates, and only those.
 
-The shape check reads the real ``Scheduler._get_new_batch_prefill_raw`` and
-functions below written the way a changed SGLang might; the run-time checks
-use SGLang's real adder, radix cache and LoRA drainer.
+The loops below are shaped like ``Scheduler._get_new_batch_prefill_raw``'s
+(``calc_priority``, build the adder, ``for req in self.waiting_queue``) and
+run SGLang's real adder and radix cache; others are shaped as a changed SGLang
+might be, and must stop the scheduler rather than admit unfairly.
 """
 
 from __future__ import annotations
@@ -17,110 +18,9 @@ from sglang_fair.testing.engine_pass import enqueue, make_cache, make_policy, ma
 pytestmark = pytest.mark.engine
 
 
-def test_the_pinned_release_has_the_shape_the_gate_needs(sglang_runtime):
-    from sglang.srt.managers.scheduler import Scheduler
-
-    from sglang_fair.binding.scheduler.admission_loop_check import admission_loop_problems
-
-    assert admission_loop_problems(Scheduler._get_new_batch_prefill_raw) == []
-
-
-# Admission functions as a later SGLang might write them (never called, only parsed).
-def _loop_renamed(self):
-    adder = self.get_prefill_adder_class()(1)
-    for req in self.pending_requests:
-        adder.add_one_req(req)
-
-
-def _queue_iterated_first(self):
-    adder = self.get_prefill_adder_class()(1)
-    ready = [req for req in self.waiting_queue if req.ready]
-    for req in self.waiting_queue:
-        adder.add_one_req(req)
-    return ready
-
-
-def _early_return(self):
-    adder = self.get_prefill_adder_class()(1)
-    if adder.full:
-        return None
-    for req in self.waiting_queue:
-        adder.add_one_req(req)
-
-
-def _queue_passed_elsewhere(self):
-    adder = self.get_prefill_adder_class()(1)
-    self.prefetcher.warm(self.waiting_queue)
-    for req in self.waiting_queue:
-        adder.add_one_req(req)
-
-
-def _adder_built_twice(self):
-    adder = self.get_prefill_adder_class()(1)
-    adder = self.get_prefill_adder_class()(2)
-    for req in self.waiting_queue:
-        adder.add_one_req(req)
-
-
-def _admits_elsewhere(self):
-    adder = self.get_prefill_adder_class()(1)
-    for req in self.waiting_queue:
-        adder.stage(req)
-
-
-def _known_readers_only(self):
-    adder = self.get_prefill_adder_class()(1)
-    limit = self.policy.shortest_prefill_chunk_limit(self.chunked_req, self.waiting_queue, 0, 1)
-    loras = {req.lora_id for req in self.running_batch.reqs}
-    self.lora_drainer.update_draining_state(self.waiting_queue, loras)
-    adder.begin(len(self.waiting_queue), limit)
-    for req in self.waiting_queue:
-        adder.add_one_req(req)
-
-
-@pytest.mark.parametrize("function, problem", [
-    (_loop_renamed, "no `for req in self.waiting_queue` loop"),
-    (_queue_iterated_first, "may leave or iterate before the admission loop"),
-    (_early_return, "may leave or iterate before the admission loop"),
-    (_queue_passed_elsewhere, "uses self.waiting_queue before the admission loop"),
-    (_adder_built_twice, "found 2"),
-    (_admits_elsewhere, "no longer calls adder.add_one_req"),
-])
-def test_a_changed_admission_loop_is_named(function, problem):
-    from sglang_fair.binding.scheduler.admission_loop_check import admission_loop_problems
-
-    problems = admission_loop_problems(function, release="0.5.23")
-    assert any(problem in p for p in problems), problems
-
-
-def test_known_queue_readers_between_adder_and_loop_pass():
-    from sglang_fair.binding.scheduler.admission_loop_check import admission_loop_problems
-
-    assert admission_loop_problems(_known_readers_only, release="0.5.23") == []
-
-
-def _adder_class_named(self):  # SGLang 0.5.21's form
-    adder = PrefillAdder(1)  # noqa: F821 - parsed, never run
-    for req in self.waiting_queue:
-        adder.add_one_req(req)
-
-
-def test_the_adder_is_built_the_way_the_release_lets_the_hook_table_arm_it():
-    from sglang_fair.binding.scheduler.admission_loop_check import admission_loop_problems
-
-    # 0.5.21 has no get_prefill_adder_class; the table replaces the class name PrefillAdder instead.
-    assert admission_loop_problems(_adder_class_named, release="0.5.21") == []
-    assert admission_loop_problems(_known_readers_only, release="0.5.21") == [
-        "expected one `adder = PrefillAdder(...)` statement, found 0"]
-    # From 0.5.22 a class named in the loop would bypass the hooked get_prefill_adder_class.
-    assert admission_loop_problems(_adder_class_named, release="0.5.22") == [
-        "expected one `adder = self.get_prefill_adder_class()(...)` statement, found 0"]
-
-
 def _dlpm_pass_setup(fair_config):
     from sglang.srt.managers.schedule_batch import ScheduleBatch
 
-    from sglang_fair.binding.scheduler.admission_gate import _AdmissionQueue
     from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
 
     fair_config(quantum=8)
@@ -134,53 +34,36 @@ def _dlpm_pass_setup(fair_config):
         adder_class = adder_class or functools.partial(FairPrefillAdder, fair_policy=policy)
         return adder_class(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, 1000, None)
 
-    return policy, _AdmissionQueue(queue), tree, build_adder
+    return policy, queue, tree, build_adder
 
 
-def test_admitting_a_request_the_policy_did_not_offer_stops_the_scheduler(sglang_runtime, fair_config):
-    from sglang_fair.binding.scheduler.admission_loop_check import AdmissionBypassed
+def _stock_shaped_admission(tree, build_adder, adder_class=None, skip=()):
+    """``_get_new_batch_prefill_raw`` cut to what the walk meets; ``skip``: rids the loop passes over
+    for a reason of its own, as SGLang's does for LoRA, pooling mode or prefetch."""
+    from sglang.srt.managers.schedule_policy import AddReqResult
 
-    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
-    policy.admission_queue = queue
-    adder = build_adder()
-    bypass = list.__iter__(queue)  # a loop that no longer goes through the armed queue
-    req = next(bypass)
-    req.init_next_round_input(tree)
-    with pytest.raises(AdmissionBypassed, match="did not offer"):
-        adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None)
-
-
-def test_an_armed_queue_left_unwalked_stops_the_scheduler(sglang_runtime, fair_config):
-    from sglang_fair.binding.scheduler.admission_gate import gate_prefill_admission
-    from sglang_fair.binding.scheduler.admission_loop_check import AdmissionBypassed
-
-    policy, queue, _, build_adder = _dlpm_pass_setup(fair_config)
-    scheduler = SimpleNamespace(policy=policy, waiting_queue=list(queue), enable_priority_preemption=False)
-
-    def admission_that_skips_the_loop(scheduler, delayer, running_batch):
-        build_adder()
-        return None, running_batch
-
-    with pytest.raises(AdmissionBypassed, match="never iterated the waiting queue"):
-        gate_prefill_admission(admission_that_skips_the_loop, scheduler, None, SimpleNamespace(reqs=[]))
-    assert policy.admission_queue is None and scheduler.waiting_queue.armed_by is None
-
-
-def _admit_in_a_gated_pass(fair_config, adder_class=None) -> list[str]:
-    from sglang_fair.binding.scheduler.admission_gate import gate_prefill_admission
-
-    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
-    scheduler = SimpleNamespace(policy=policy, waiting_queue=list(queue), enable_priority_preemption=False)
-
-    def stock_shaped_admission(scheduler, delayer, running_batch):
+    def admission(scheduler, delayer, running_batch):
+        scheduler.policy.calc_priority(scheduler.waiting_queue, running_batch)
         adder = build_adder(adder_class)
         for req in scheduler.waiting_queue:
+            if req.rid in skip:
+                continue
             req.init_next_round_input(tree)
-            adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None)
-        return [r.rid for r in adder.can_run_list], running_batch
+            if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
+                break
+        admitted = set(adder.can_run_list)
+        scheduler.waiting_queue = [r for r in scheduler.waiting_queue if r not in admitted]
+        return SimpleNamespace(reqs=list(adder.can_run_list)), running_batch
 
-    admitted, _ = gate_prefill_admission(stock_shaped_admission, scheduler, None, SimpleNamespace(reqs=[]))
-    return admitted
+    return admission
+
+
+def _gated_pass(policy, queue, admission):
+    from sglang_fair.binding.scheduler.admission_gate import gate_prefill_admission
+
+    scheduler = SimpleNamespace(policy=policy, waiting_queue=list(queue))
+    batch, _ = gate_prefill_admission(admission, scheduler, None, SimpleNamespace(reqs=[], is_empty=lambda: True))
+    return [r.rid for r in batch.reqs], [r.rid for r in scheduler.waiting_queue]
 
 
 def _assert_dlpm_rounds(admitted: list[str]) -> None:
@@ -191,8 +74,116 @@ def _assert_dlpm_rounds(admitted: list[str]) -> None:
         assert sorted(rid[0] for rid in admitted[end - 2:end]) == ["a", "b"], admitted
 
 
-def test_the_gated_loop_admits_what_the_policy_offers(sglang_runtime, fair_config):
-    _assert_dlpm_rounds(_admit_in_a_gated_pass(fair_config))
+def test_the_stock_loop_admits_what_the_policy_offers(sglang_runtime, fair_config):
+    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
+    admitted, waiting = _gated_pass(policy, queue, _stock_shaped_admission(tree, build_adder))
+    _assert_dlpm_rounds(admitted)
+    assert waiting == [] and policy.walk is None
+
+
+def test_a_request_the_loop_passes_over_stays_queued_in_its_place(sglang_runtime, fair_config):
+    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
+    admitted, waiting = _gated_pass(policy, queue, _stock_shaped_admission(tree, build_adder, skip={"a0"}))
+    assert "a0" not in admitted and waiting == ["a0"]
+    # The rest as DLPM walks it: a's quantum goes to a1; b0; a refill at b1; a2 in the second round.
+    assert admitted == ["a1", "b0", "b1", "a2", "b2"]
+
+
+def test_a_pass_left_short_puts_the_queue_back_in_sorted_order(sglang_runtime, fair_config):
+    from sglang.srt.managers.schedule_policy import AddReqResult
+
+    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
+
+    def two_slots(scheduler, delayer, running_batch):
+        scheduler.policy.calc_priority(scheduler.waiting_queue, running_batch)
+        adder = build_adder()
+        for req in scheduler.waiting_queue:
+            if len(adder.can_run_list) == 2:  # SGLang's "batch full" break, before add_one_req
+                break
+            req.init_next_round_input(tree)
+            if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
+                break
+        admitted = set(adder.can_run_list)
+        scheduler.waiting_queue = [r for r in scheduler.waiting_queue if r not in admitted]
+        return SimpleNamespace(reqs=list(adder.can_run_list)), running_batch
+
+    admitted, waiting = _gated_pass(policy, queue, two_slots)
+    assert sorted(rid[0] for rid in admitted) == ["a", "b"]
+    # The walk moved its third candidate forward; the queue keeps the order calc_priority gave it.
+    assert waiting == [r.rid for r in queue if r.rid not in admitted]
+
+
+def test_a_loop_over_another_order_admits_only_what_the_policy_offers(sglang_runtime, fair_config):
+    from collections import Counter
+
+    from sglang.srt.managers.schedule_policy import AddReqResult
+
+    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
+
+    def reversed_copy(scheduler, delayer, running_batch):
+        scheduler.policy.calc_priority(scheduler.waiting_queue, running_batch)
+        adder = build_adder()
+        for req in list(reversed(scheduler.waiting_queue)):  # not the order the walk keeps in the queue
+            req.init_next_round_input(tree)
+            if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
+                break
+        return SimpleNamespace(reqs=list(adder.can_run_list)), running_batch
+
+    admitted, _ = _gated_pass(policy, queue, reversed_copy)
+    counts = Counter(rid[0] for rid in admitted)
+    assert admitted and abs(counts["a"] - counts["b"]) <= 1, admitted  # one quantum each per round
+
+
+def test_a_request_from_outside_the_queue_stops_the_scheduler(sglang_runtime, fair_config):
+    from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed
+
+    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
+    stranger = make_req("c0", list(range(900, 908)), "c")
+
+    def foreign(scheduler, delayer, running_batch):
+        scheduler.policy.calc_priority(scheduler.waiting_queue, running_batch)
+        stranger.init_next_round_input(tree)
+        build_adder().add_one_req(stranger, has_chunked_req=False, truncation_align_size=None)
+        return None, running_batch
+
+    with pytest.raises(AdmissionBypassed, match="not where the fair policy's walk left"):
+        _gated_pass(policy, queue, foreign)
+    assert policy.walk is None
+
+
+def test_admitting_before_the_queue_is_sorted_stops_the_scheduler(sglang_runtime, fair_config):
+    from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed
+
+    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
+
+    def unsorted(scheduler, delayer, running_batch):
+        adder = build_adder()
+        req = scheduler.waiting_queue[0]
+        req.init_next_round_input(tree)
+        adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None)
+        return None, running_batch
+
+    with pytest.raises(AdmissionBypassed, match="before calc_priority started"):
+        _gated_pass(policy, queue, unsorted)
+
+
+def test_admitting_past_the_fair_adder_stops_the_scheduler(sglang_runtime, fair_config):
+    from sglang.srt.managers.schedule_policy import PrefillAdder
+
+    from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed
+
+    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
+
+    def stock_adder(scheduler, delayer, running_batch):
+        scheduler.policy.calc_priority(scheduler.waiting_queue, running_batch)
+        adder = build_adder(PrefillAdder)  # a later SGLang building its adder another way
+        for req in scheduler.waiting_queue:
+            req.init_next_round_input(tree)
+            adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None)
+        return SimpleNamespace(reqs=list(adder.can_run_list)), running_batch
+
+    with pytest.raises(AdmissionBypassed, match="past the fair prefill adder"):
+        _gated_pass(policy, queue, stock_adder)
 
 
 def test_an_adder_sglang_builds_by_class_name_gates_for_the_pass_in_progress(sglang_runtime, fair_config):
@@ -200,7 +191,9 @@ def test_an_adder_sglang_builds_by_class_name_gates_for_the_pass_in_progress(sgl
     takes the policy of the pass in progress, and outside a pass is the stock adder."""
     from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
 
-    _assert_dlpm_rounds(_admit_in_a_gated_pass(fair_config, FairPrefillAdder))
+    policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
+    admitted, _ = _gated_pass(policy, queue, _stock_shaped_admission(tree, build_adder, FairPrefillAdder))
+    _assert_dlpm_rounds(admitted)
     _, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
     outside = build_adder(FairPrefillAdder)
     assert outside.fair_policy is None
@@ -210,36 +203,25 @@ def test_an_adder_sglang_builds_by_class_name_gates_for_the_pass_in_progress(sgl
     assert [r.rid for r in outside.can_run_list] == [r.rid for r in queue]
 
 
-def test_the_lora_drainer_does_not_consume_the_armed_walk(sglang_runtime, fair_config):
-    from sglang.srt.lora.lora_drainer import LoRADrainer
-
-    policy, queue, _, _ = _dlpm_pass_setup(fair_config)
-    queue.armed_by = policy
-    drainer = LoRADrainer(max_loras_per_batch=2, max_wait_time_secs=1.0)
-    drainer.update_draining_state(queue, [])
-    assert drainer.adapter_to_stats[None].num_waiting_reqs == len(queue)
-    assert queue.armed_by is policy  # still armed for the admission loop
-
-
-def test_a_pass_that_returns_before_building_the_adder_is_not_a_bypass(sglang_runtime, fair_config):
+def test_a_pass_that_returns_before_sorting_the_queue_changes_nothing(sglang_runtime, fair_config):
     from sglang_fair.binding.scheduler.admission_gate import gate_prefill_admission
 
     policy, queue, _, _ = _dlpm_pass_setup(fair_config)
-    scheduler = SimpleNamespace(policy=policy, waiting_queue=list(queue), enable_priority_preemption=False)
-    running = SimpleNamespace(reqs=[])
+    scheduler = SimpleNamespace(policy=policy, waiting_queue=list(queue))
+    running = SimpleNamespace(reqs=[], is_empty=lambda: True)
 
     def batch_full(scheduler, delayer, running_batch):
         return None, running_batch
 
     assert gate_prefill_admission(batch_full, scheduler, None, running) == (None, running)
-    assert list(scheduler.waiting_queue) == queue  # plain iteration: nothing was armed
+    assert scheduler.waiting_queue == queue and policy.walk is None
 
 
 def test_an_adder_class_sglang_changed_is_refused_not_run_unfair(sglang_runtime, fair_config):
     from sglang.srt.managers.schedule_policy import PrefillAdder
 
     from sglang_fair.binding.scheduler.accounting import fair_prefill_adder
-    from sglang_fair.binding.scheduler.admission_loop_check import AdmissionBypassed
+    from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed
     from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
 
     policy, _, _, _ = _dlpm_pass_setup(fair_config)
