@@ -13,12 +13,13 @@ walk needs nothing in between:
   place the loop reads next. Moves keep every other request's order.
 
 A candidate the loop passes over for a reason of its own (LoRA, pooling mode,
-storage prefetch) stays queued; the loop then hands over a later request,
-which is refused, and the next candidate goes right after it. Whatever SGLang
-changes, only a request the policy offered is ever admitted: ``offer``
-refuses the rest, and a request found where the walk did not put it means the
-loop no longer reads this queue, which stops the scheduler
-(``AdmissionBypassed``) rather than run it unfair.
+storage prefetch) stays queued; the loop then hands over the request after
+it, which is refused unless the policy offers it next (read and refused, it
+waits for the next pass), and the next candidate goes right after it.
+Whatever SGLang changes, only a request the policy offered is ever admitted:
+``offer`` refuses the rest, and a request that is not in the queue after the
+walk's place means the loop no longer reads this queue, which stops the
+scheduler (``AdmissionBypassed``) rather than run it unfair.
 """
 
 from __future__ import annotations
