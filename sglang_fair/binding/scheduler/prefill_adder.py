@@ -7,7 +7,7 @@ scheduler's policy) or by the name ``PrefillAdder`` (0.5.21; the hook table
 REPLACEs that name with this class, which then takes the policy of the pass in
 progress from the admission gate, and is the stock adder outside one).
 
-One method differs from SGLang's: ``add_one_req``, the admission loop's one
+Beyond taking the policy, one method differs from SGLang's: ``add_one_req``, the admission loop's one
 admission call. Under a gated policy it admits only the candidate of the
 pass's walk (``admission_walk.py``) and then puts the next candidate where
 the loop reads next; once the walk is over it answers ``OTHER``, which ends
