@@ -37,15 +37,18 @@ def _dlpm_pass_setup(fair_config):
     return policy, queue, tree, build_adder
 
 
-def _stock_shaped_admission(tree, build_adder, adder_class=None, skip=()):
+def _stock_shaped_admission(tree, build_adder, adder_class=None, skip=(), slots=None):
     """``_get_new_batch_prefill_raw`` cut to what the walk meets; ``skip``: rids the loop passes over
-    for a reason of its own, as SGLang's does for LoRA, pooling mode or prefetch."""
+    for a reason of its own, as SGLang's does for LoRA, pooling mode or prefetch; ``slots``: the
+    batch is full (SGLang's break before ``add_one_req``) once that many are admitted."""
     from sglang.srt.managers.schedule_policy import AddReqResult
 
     def admission(scheduler, delayer, running_batch):
         scheduler.policy.calc_priority(scheduler.waiting_queue, running_batch)
         adder = build_adder(adder_class)
         for req in scheduler.waiting_queue:
+            if slots is not None and len(adder.can_run_list) == slots:
+                break
             if req.rid in skip:
                 continue
             req.init_next_round_input(tree)
@@ -90,24 +93,8 @@ def test_a_request_the_loop_passes_over_stays_queued_in_its_place(sglang_runtime
 
 
 def test_a_pass_left_short_puts_the_queue_back_in_sorted_order(sglang_runtime, fair_config):
-    from sglang.srt.managers.schedule_policy import AddReqResult
-
     policy, queue, tree, build_adder = _dlpm_pass_setup(fair_config)
-
-    def two_slots(scheduler, delayer, running_batch):
-        scheduler.policy.calc_priority(scheduler.waiting_queue, running_batch)
-        adder = build_adder()
-        for req in scheduler.waiting_queue:
-            if len(adder.can_run_list) == 2:  # SGLang's "batch full" break, before add_one_req
-                break
-            req.init_next_round_input(tree)
-            if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
-                break
-        admitted = set(adder.can_run_list)
-        scheduler.waiting_queue = [r for r in scheduler.waiting_queue if r not in admitted]
-        return SimpleNamespace(reqs=list(adder.can_run_list)), running_batch
-
-    admitted, waiting = _gated_pass(policy, queue, two_slots)
+    admitted, waiting = _gated_pass(policy, queue, _stock_shaped_admission(tree, build_adder, slots=2))
     assert sorted(rid[0] for rid in admitted) == ["a", "b"]
     # The walk moved its third candidate forward; the queue keeps the order calc_priority gave it.
     assert waiting == [r.rid for r in queue if r.rid not in admitted]
