@@ -23,8 +23,13 @@ Every server of a system is started when the system's turn comes and stopped
 after it (a cluster needs both cores); systems take turns in a rotating order
 over repetitions. Printed per intensity and system (medians over
 repetitions): flood makespan, output tokens/s, cache hit rate, the light
-tenants' idle median and their P50/P99 beside the flood as slowdowns, and the
-flood's split over the workers; then the targets, ratios within the run.
+tenants' idle median and their P50/P99 beside the flood as slowdowns, the
+fairness audit and the flood's split over the workers; then the targets,
+ratios within the run. Each repetition on a cluster of ours (``--dp 2``) is
+written as a run directory under the log folder and held against its bound
+(``python -m sglang_fair.bench audit DIR`` repeats it); the audit column is the
+worst repetition's largest service gap over its bound (``!``: a reference
+bound with no theorem behind it, as for Preble).
 Every request must get exactly one answer.
 
     PYTHONPATH=. python benchmarks/experiments/open_flood.py [--reps 3] [--connections 64 256] [--flood 400] \\
@@ -87,15 +92,42 @@ def run_all(systems: list[str], shape: Shape, intensities: list[int], reps: int,
             print(f"[{name}] starting (logs under {log_dir}) ...", file=sys.stderr, flush=True)
             with cluster(name, log_dir) as url:
                 for connections in intensities:
-                    rep = asyncio.run(run_flood(url, replace(shape, connections=connections), seed=i))
+                    # A cluster of ours reports its configuration: audit each repetition's run directory.
+                    run_dir = log_dir / f"{name}-c{connections}-r{i + 1}" if SYSTEMS[name][0] == "dp" else None
+                    rep = asyncio.run(run_flood(url, replace(shape, connections=connections), seed=i,
+                                                run_dir=run_dir))
                     if rep.answered != rep.sent:
                         raise SystemExit(f"{name}: {rep.sent} requests sent, {rep.answered} answered")
                     print(f"[{name}] {connections} connections, rep {i + 1}/{reps}: makespan "
                           f"{rep.makespan_s:.1f} s, light p99 {p99(pooled(rep.flooded)) * 1e3:.0f} ms "
-                          f"(idle median {statistics.median(pooled(rep.idle)) * 1e3:.0f} ms)",
+                          f"(idle median {statistics.median(pooled(rep.idle)) * 1e3:.0f} ms){_audit_note(rep)}",
                           file=sys.stderr, flush=True)
                     results[connections][name].append(rep)
     return results
+
+
+def _audit_note(rep: Rep) -> str:
+    if rep.audit is None:
+        return ""
+    if "audit_error" in rep.audit:
+        return f"; audit failed: {rep.audit['audit_error']}"
+    a = rep.audit
+    return (f"; audit: gap {a['gap']:,.0f} vs {a['bound_name']} {a['bound']:,.0f} "
+            f"({'within' if a['within'] else 'VIOLATED'}; {a['run_dir']})")
+
+
+def _audit_summary(reps: list[Rep]) -> dict | None:
+    """The worst repetition's gap / bound, and whether every repetition was audited and within its bound."""
+    audits = [r.audit for r in reps if r.audit is not None]
+    if not audits:
+        return None
+    done = [a for a in audits if "gap" in a]
+    worst = max(done, key=lambda a: a["gap"] / a["bound"]) if done else None
+    return {"ratio": worst["gap"] / worst["bound"] if worst else None,
+            "bound": worst["bound_name"] if worst else None,
+            "theorem": bool(worst and worst["theorem"]),
+            "within": len(done) == len(reps) and all(a["within"] for a in done),
+            "errors": [a["audit_error"] for a in audits if "audit_error" in a]}
 
 
 def _slowdowns(rep: Rep) -> tuple[float, float]:
@@ -124,6 +156,7 @@ def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
             "light_p99_slowdown": statistics.median(s[1] for s in slow),
             "flood_split": splits[0] if splits and splits[0] else None,
             "requests": sum(r.answered for r in reps),
+            "audit": _audit_summary(reps),
         }
     return table
 
@@ -141,6 +174,12 @@ def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
         if {name, "preble"} <= table.keys():
             out.append((f"{name} light P99 / preble's", table[name]["light_p99_s"] / table["preble"]["light_p99_s"],
                         TARGET_LIGHT_P99_VS_PREBLE, "<="))
+    for name, row in table.items():
+        if SYSTEMS[name][0] == "dp" and name != "preble":  # ours: a theorem covers them
+            a = row["audit"]
+            out.append((f"{name} runs within {a['bound'] if a and a['bound'] else 'their bound'} "
+                        "(worst gap / bound)", a["ratio"] if a and a["within"] and a["theorem"] else float("inf"),
+                        1.0, "<="))
     return out
 
 
@@ -150,15 +189,22 @@ def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: i
              f"{connections} connections; {shape.light_tenants} light tenants {shape.light_input} -> "
              f"{shape.light_output} x{shape.chain}, {shape.think_s:g} s apart; {' '.join(SERVER)}; medians of {reps}",
              f"{'system':<{w}}{'makespan':>10}{'tok/s':>7}{'hit':>6}{'idle ms':>9}{'p50 ms':>9}{'p99 ms':>9}"
-             f"{'p50/idle':>10}{'p99/idle':>10}{'ttft p99':>10}  flood split"]
+             f"{'p50/idle':>10}{'p99/idle':>10}{'ttft p99':>10}{'audit':>7}  flood split"]
     for name, row in table.items():
         lines.append(f"{name:<{w}}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>7.0f}{row['hit_rate']:>6.2f}"
                      f"{row['light_idle_s'] * 1e3:>9.0f}{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
                      f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x"
-                     f"{_ms(row['light_ttft_p99_s']):>10}  "
+                     f"{_ms(row['light_ttft_p99_s']):>10}{_audit_cell(row['audit']):>7}  "
                      f"{'/'.join(map(str, row['flood_split'])) if row['flood_split'] else '-'}")
     lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
+
+
+def _audit_cell(audit: dict | None) -> str:
+    """The worst repetition's gap / bound; '!' marks a bound without a theorem behind it (Preble)."""
+    if not audit or audit["ratio"] is None:
+        return "-"
+    return f"{audit['ratio']:.2f}{'' if audit['theorem'] else '!'}"
 
 
 def _ms(seconds: float | None) -> str:

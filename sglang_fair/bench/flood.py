@@ -13,6 +13,12 @@ Prompts are token ids, or with ``text`` plain lowercase text: the bundled
 tiny model's tokenizer is byte-level, one token per character, so both give
 the same token counts, and a gateway that routes on text sees the shared
 prefix. Every request gets exactly one answer or the run raises.
+
+Every request streams, so each one is recorded as the replay client records
+it (``RequestRecord``: admission time, output progress, dp rank). Given a
+``run_dir``, ``run_flood`` writes a run directory there (the flooder is the
+misbehaving client) and holds it against the fairness bound of the server's
+configuration (``bench audit``); ``Rep.audit`` keeps the verdict.
 """
 
 from __future__ import annotations
@@ -30,7 +36,15 @@ from pathlib import Path
 
 import aiohttp
 
+from sglang_fair.bench.audit import audit_fields
+from sglang_fair.bench.http_backend import fetch_server_info, read_generate_stream, sse_events
+from sglang_fair.bench.output import write_run
+from sglang_fair.bench.server_params import server_params
+from sglang_fair.metrics.service import ServiceWeights
+from sglang_fair.runs.records import RequestRecord, RunResult
+
 VOCAB = 1000  # token ids below the tiny model's vocabulary
+FLOODER = "flooder"
 
 
 @dataclass
@@ -65,6 +79,8 @@ class Rep:
     workers: dict[str, dict[int, int]] = field(default_factory=dict)  # client -> dp rank -> requests
     sent: int = 0
     answered: int = 0
+    # bench audit's verdict on the run directory (audit_fields), when run_flood was given one
+    audit: dict | None = None
 
     @property
     def hit_rate(self) -> float:
@@ -88,33 +104,55 @@ class Traffic:
         return {key: prompt, "sampling_params": {"max_new_tokens": out, "ignore_eos": True}}
 
 
-async def _generate(session: aiohttp.ClientSession, url: str, client: str, body: dict, rep: Rep) -> dict:
+class _Recorder:
+    """Every request of one repetition as a RequestRecord, times from the repetition's start."""
+
+    def __init__(self) -> None:
+        self.t0, self.wall_t0 = time.monotonic(), time.time()  # the server reports admission on its wall clock
+        self.records: list[RequestRecord] = []
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+
+async def _generate(session: aiohttp.ClientSession, url: str, client: str, body: dict, rep: Rep,
+                    recorder: _Recorder, program: str, call: int = 0) -> dict:
     rep.sent += 1
     # x-smg-routing-key too: SGLang's gateway passes on only that one (docs/gateway.md).
     headers = {"X-Client-Id": client, "x-smg-routing-key": client}
-    async with session.post(url + "/generate", json=body, headers=headers) as resp:
-        reply = await resp.json(content_type=None)
-        if resp.status != 200:
-            raise RuntimeError(f"{client}: HTTP {resp.status}: {reply}")
+    t_sent = recorder.now()
+    try:
+        reply = await read_generate_stream(sse_events(session, url + "/generate", {**body, "stream": True}, headers),
+                                           recorder.now, recorder.wall_t0,
+                                           len(body.get("input_ids") or body.get("text") or ""))
+    except Exception as e:
+        raise RuntimeError(f"{client}: {e}") from e
     rep.answered += 1
-    meta = reply["meta_info"]
-    rep.output_tokens += meta.get("completion_tokens", 0)
-    rep.prompt_tokens += meta.get("prompt_tokens", 0)
-    rep.cached_tokens += meta.get("cached_tokens", 0)
+    meta = reply.meta
+    recorder.records.append(RequestRecord(
+        rid=f"{program}-{call}", client=client, program_id=program, call_index=call,
+        well_behaved=client != FLOODER, t_sent=t_sent, t_first_token=reply.t_first_token, t_done=recorder.now(),
+        prompt_tokens=reply.prompt_tokens, cached_tokens=reply.cached_tokens, output_tokens=reply.output_tokens,
+        progress=reply.progress, **reply.timing))
+    rep.output_tokens += reply.output_tokens
+    rep.prompt_tokens += reply.prompt_tokens
+    rep.cached_tokens += reply.cached_tokens or 0
     if isinstance(meta.get("dp_rank"), int):
         ranks = rep.workers.setdefault(client, {})
         ranks[meta["dp_rank"]] = ranks.get(meta["dp_rank"], 0) + 1
     return meta
 
 
-async def _light(session, url: str, traffic: Traffic, client: str, rep: Rep, count: int,
+async def _light(session, url: str, traffic: Traffic, client: str, rep: Rep, recorder: _Recorder, count: int,
                  until: asyncio.Event | None) -> list[float]:
     shape, latencies = traffic.shape, []
     while (until is None and len(latencies) < count) or (until is not None and not until.is_set()):
         prompt = traffic.piece(shape.light_input)
+        program = f"{client}-{'flooded' if until is not None else 'idle'}-{len(latencies)}"
         start = time.perf_counter()
         for call in range(shape.chain):
-            meta = await _generate(session, url, client, traffic.body(prompt, shape.light_output), rep)
+            meta = await _generate(session, url, client, traffic.body(prompt, shape.light_output), rep, recorder,
+                                   program, call)
             if call == 0 and until is not None and "first_token_latency" in meta:
                 rep.first_token.setdefault(client, []).append(meta["first_token_latency"])
             prompt = prompt + traffic.piece(shape.light_input)
@@ -125,35 +163,51 @@ async def _light(session, url: str, traffic: Traffic, client: str, rep: Rep, cou
     return latencies
 
 
-async def run_flood(url: str, shape: Shape, seed: int) -> Rep:
-    """Idle light latencies, then the flood with the light tenants beside it."""
-    rep, traffic = Rep(), Traffic(shape, seed)
+async def run_flood(url: str, shape: Shape, seed: int, run_dir: Path | None = None) -> Rep:
+    """Idle light latencies, then the flood with the light tenants beside it; with ``run_dir``, the
+    repetition's run directory is written there and audited (``Rep.audit``)."""
+    rep, traffic, recorder = Rep(), Traffic(shape, seed), _Recorder()
     lights = [f"light-{i}" for i in range(shape.light_tenants)]
     tails = [traffic.piece(shape.tail) for _ in range(shape.flood)]
     # One connection per request: a kept-alive one the server closes while idle would fail the next request.
     connector = aiohttp.TCPConnector(limit=0, force_close=True)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3600), connector=connector) as session:
         for client in lights:
-            rep.idle[client] = await _light(session, url, traffic, client, rep, shape.idle_requests, None)
+            rep.idle[client] = await _light(session, url, traffic, client, rep, recorder, shape.idle_requests, None)
         gate = asyncio.Semaphore(shape.connections)
 
-        async def one(tail) -> int:
+        async def one(n: int, tail) -> int:
             async with gate:
-                meta = await _generate(session, url, "flooder", traffic.body(traffic.prefix + tail, shape.output), rep)
+                body = traffic.body(traffic.prefix + tail, shape.output)
+                meta = await _generate(session, url, FLOODER, body, rep, recorder, f"{FLOODER}-{n}")
                 rep.retracted += (meta.get("num_retractions") or 0) > 0
                 return meta["completion_tokens"]
 
         done = asyncio.Event()
         start = time.perf_counter()
-        flood = [asyncio.create_task(one(tail)) for tail in tails]
+        flood = [asyncio.create_task(one(n, tail)) for n, tail in enumerate(tails)]
         await asyncio.sleep(1.0)  # the flood takes every slot first
-        light = {client: asyncio.create_task(_light(session, url, traffic, client, rep, 0, done)) for client in lights}
+        light = {client: asyncio.create_task(_light(session, url, traffic, client, rep, recorder, 0, done))
+                 for client in lights}
         rep.flood_tokens = sum(await asyncio.gather(*flood))
         rep.makespan_s = time.perf_counter() - start
         done.set()
         for client, task in light.items():
             rep.flooded[client] = await task
+        if run_dir is not None:
+            params = server_params(await fetch_server_info(session, url), None)
+            rep.audit = _write_and_audit(run_dir, recorder, params, [FLOODER, *lights], url)
     return rep
+
+
+def _write_and_audit(run_dir: Path, recorder: _Recorder, params: dict, clients: list[str], url: str) -> dict:
+    """Write the repetition's run directory (no figures) and return bench audit's verdict on it."""
+    records = sorted(recorder.records, key=lambda r: (r.t_sent, r.rid))
+    result = RunResult(records=records, meta={"backend": "http", "url": url, "duration_s": recorder.now()},
+                       params=params)
+    write_run(Path(run_dir), result, {"backend": "http", "scenario_name": "open flood", "policy": params.get("policy")},
+              {c: c != FLOODER for c in clients}, ServiceWeights(), plots=False)
+    return audit_fields(Path(run_dir)) | {"run_dir": str(run_dir)}
 
 
 def p99(values: list[float]) -> float:

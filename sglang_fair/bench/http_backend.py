@@ -39,6 +39,7 @@ import asyncio
 import json
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -74,6 +75,7 @@ class _Reply:
     t_first_token: float | None
     progress: list[list[float]] | None = None
     timing: dict = field(default_factory=dict)  # RequestRecord fields read from meta_info (server_timing)
+    meta: dict = field(default_factory=dict)  # the last meta_info, as the server sent it
 
 
 class _ServerError(Exception):
@@ -131,6 +133,87 @@ def stand_in_output_ids(rid: str, n: int, vocab_size: int) -> list[int]:
     """Deterministic ids for an output the server did not return as ids."""
     base = sum(ord(ch) for ch in rid)
     return [(base + 7919 * k) % vocab_size for k in range(n)]
+
+
+async def fetch_server_info(session: aiohttp.ClientSession, url: str) -> dict | None:
+    """The server's ``/server_info`` (older name ``/get_server_info``); None if it has neither."""
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            async with session.get(url + path, timeout=aiohttp.ClientTimeout(total=HEALTH_TIMEOUT_S)) as r:
+                if r.status == 200:
+                    info = await r.json(content_type=None)
+                    return info if isinstance(info, dict) else None
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+            continue
+    return None
+
+
+async def sse_events(session: aiohttp.ClientSession, url: str, body: dict, headers: dict[str, str]):
+    """POST ``body`` to ``url`` and yield each JSON event of its server-sent-events answer.
+
+    Raises _Throttled on HTTP 429, _ServerError on another status, a
+    malformed event or an event carrying an error.
+    """
+    async with session.post(url, json=body, headers=headers) as resp:
+        if resp.status != 200:
+            text = (await resp.text())[:300]
+            if resp.status == 429:
+                retry = retry_after_seconds(resp.headers.get("Retry-After"))
+                after = f"retry after {retry:g} s" if retry is not None else "no Retry-After"
+                raise _Throttled(f"HTTP 429 ({after}): {text}", retry)
+            raise _ServerError(f"HTTP {resp.status}: {text}")
+        async for raw in resp.content:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            try:
+                event = json.loads(data)
+            except json.JSONDecodeError as e:
+                raise _ServerError(f"malformed stream event {data[:100]!r}: {e}") from e
+            if isinstance(event, dict) and event.get("error"):
+                raise _ServerError(str(event["error"])[:300])
+            yield event
+
+
+async def read_generate_stream(events, now: Callable[[], float], wall_t0: float, prompt_len: int) -> _Reply:
+    """A streamed ``/generate`` answer: output ids, token counts, progress (``now()`` at each new token
+    count) and the server's timing (``server_timing``, wall clock made relative with ``wall_t0``)."""
+    output_ids: list[int] = []
+    meta: dict = {}
+    timing: dict = {}
+    progress: list[list[float]] = []
+    t_first = None
+    async for event in events:
+        meta = event.get("meta_info", meta)
+        timing |= server_timing(meta, wall_t0)  # forward_entry_time comes with the first chunk
+        ids = event.get("output_ids") or []
+        total = meta.get("completion_tokens")
+        # The server streams either cumulative ids (default) or deltas
+        # (--incremental-streaming-output); cumulative ones match the count.
+        if total is not None and len(ids) == total:
+            output_ids = list(ids)
+        else:
+            output_ids.extend(ids)
+        if t_first is None and output_ids:
+            t_first = now()
+        done = meta.get("completion_tokens", len(output_ids))
+        if done and (not progress or done > progress[-1][1]):
+            progress.append([now(), int(done)])
+    if not meta:
+        raise _ServerError("stream ended without any result")
+    return _Reply(
+        output_ids=output_ids,
+        prompt_tokens=int(meta.get("prompt_tokens", prompt_len)),
+        output_tokens=int(meta.get("completion_tokens", len(output_ids))),
+        cached_tokens=meta.get("cached_tokens"),
+        t_first_token=t_first,
+        progress=progress,
+        timing=timing,
+        meta=meta,
+    )
 
 
 class HttpBackend:
@@ -202,17 +285,7 @@ class HttpBackend:
         return None
 
     async def _server_info(self) -> dict | None:
-        """The server's ``/server_info`` (older name ``/get_server_info``); None if it has neither."""
-        for path in ("/server_info", "/get_server_info"):
-            try:
-                async with self._session.get(self.url + path,
-                                             timeout=aiohttp.ClientTimeout(total=HEALTH_TIMEOUT_S)) as r:
-                    if r.status == 200:
-                        info = await r.json(content_type=None)
-                        return info if isinstance(info, dict) else None
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
-                continue
-        return None
+        return await fetch_server_info(self._session, self.url)
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
@@ -303,30 +376,8 @@ class HttpBackend:
             return await self._send_generate(rid, client, call, prompt, headers)
         return await self._send_openai(rid, client, call, prompt, headers)
 
-    async def _stream(self, path: str, body: dict, headers: dict[str, str]):
-        """Yield each JSON event of a server-sent-events response."""
-        async with self._session.post(self.url + path, json=body, headers=headers) as resp:
-            if resp.status != 200:
-                text = (await resp.text())[:300]
-                if resp.status == 429:
-                    retry = retry_after_seconds(resp.headers.get("Retry-After"))
-                    after = f"retry after {retry:g} s" if retry is not None else "no Retry-After"
-                    raise _Throttled(f"HTTP 429 ({after}): {text}", retry)
-                raise _ServerError(f"HTTP {resp.status}: {text}")
-            async for raw in resp.content:
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    return
-                try:
-                    event = json.loads(data)
-                except json.JSONDecodeError as e:
-                    raise _ServerError(f"malformed stream event {data[:100]!r}: {e}") from e
-                if isinstance(event, dict) and event.get("error"):
-                    raise _ServerError(str(event["error"])[:300])
-                yield event
+    def _stream(self, path: str, body: dict, headers: dict[str, str]):
+        return sse_events(self._session, self.url + path, body, headers)
 
     async def _send_generate(self, rid: str, client: str, call: Call, prompt: list[int],
                              headers: dict[str, str]) -> _Reply:
@@ -338,38 +389,8 @@ class HttpBackend:
             "sampling_params": {"max_new_tokens": call.max_new_tokens, "temperature": 0.0,
                                 "ignore_eos": call.ignore_eos},
         }
-        output_ids: list[int] = []
-        meta: dict = {}
-        timing: dict = {}
-        progress: list[list[float]] = []
-        t_first = None
-        async for event in self._stream("/generate", body, headers):
-            meta = event.get("meta_info", meta)
-            timing |= server_timing(meta, self._wall_t0)  # forward_entry_time comes with the first chunk
-            ids = event.get("output_ids") or []
-            total = meta.get("completion_tokens")
-            # The server streams either cumulative ids (default) or deltas
-            # (--incremental-streaming-output); cumulative ones match the count.
-            if total is not None and len(ids) == total:
-                output_ids = list(ids)
-            else:
-                output_ids.extend(ids)
-            if t_first is None and output_ids:
-                t_first = self._now()
-            done = meta.get("completion_tokens", len(output_ids))
-            if done and (not progress or done > progress[-1][1]):
-                progress.append([self._now(), int(done)])
-        if not meta:
-            raise _ServerError("stream ended without any result")
-        return _Reply(
-            output_ids=output_ids,
-            prompt_tokens=int(meta.get("prompt_tokens", len(prompt))),
-            output_tokens=int(meta.get("completion_tokens", len(output_ids))),
-            cached_tokens=meta.get("cached_tokens"),
-            t_first_token=t_first,
-            progress=progress,
-            timing=timing,
-        )
+        return await read_generate_stream(self._stream("/generate", body, headers), self._now, self._wall_t0,
+                                          len(prompt))
 
     async def _send_openai(self, rid: str, client: str, call: Call, prompt: list[int],
                            headers: dict[str, str]) -> _Reply:

@@ -92,6 +92,10 @@ def test_open_flood(tmp_path: Path) -> None:
          "--systems", "d2lpm", "--json", str(tmp_path / "out.json"), "--log-dir", str(tmp_path / "logs"))
     tables = json.loads((tmp_path / "out.json").read_text())["tables"]
     assert list(tables) == ["4"] and list(tables["4"]) == ["d2lpm"]
+    # the repetition's run directory was audited against Theorem G and is within it
+    audit = tables["4"]["d2lpm"]["audit"]
+    assert audit["within"] and audit["theorem"] and audit["bound"] and 0 <= audit["ratio"] <= 1
+    assert (tmp_path / "logs" / "d2lpm-c4-r1" / "records.jsonl").is_file()
 
 
 @pytest.mark.server
