@@ -33,7 +33,7 @@ bound with no theorem behind it, as for Preble).
 Every request must get exactly one answer.
 
     PYTHONPATH=. python benchmarks/experiments/open_flood.py [--reps 3] [--connections 64 256] [--flood 400] \\
-        [--systems d2lpm preble gateway+lpm] [--chain 1] [--json F] [--plot F] [--log-dir DIR]
+        [--systems d2lpm preble gateway+lpm] [--chain 1] [--server-args='...'] [--json F] [--plot F] [--log-dir DIR]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import shlex
 import statistics
 import sys
 from dataclasses import asdict, replace
@@ -72,25 +73,25 @@ TARGET_LIGHT_P99_VS_PREBLE = 0.1
 
 
 @contextlib.contextmanager
-def cluster(name: str, log_dir: Path):
-    """The running system ``name``; yields its URL."""
+def cluster(name: str, log_dir: Path, server: list[str]):
+    """The running system ``name``, every worker started with ``server``; yields its URL."""
     kind, *args = SYSTEMS[name]
     if kind == "dp":
-        with LocalServer(module="sglang_fair.launch_server", extra_args=[*args[0], *SERVER],
+        with LocalServer(module="sglang_fair.launch_server", extra_args=[*args[0], *server],
                          log_path=log_dir / f"{name}.log") as server:
             yield server.base_url
     else:
-        with Gateway(2, [*args[0], *SERVER], args[1], log_dir=log_dir / name) as gateway:
+        with Gateway(2, [*args[0], *server], args[1], log_dir=log_dir / name) as gateway:
             yield gateway.base_url
 
 
 def run_all(systems: list[str], shape: Shape, intensities: list[int], reps: int,
-            log_dir: Path) -> dict[int, dict[str, list[Rep]]]:
+            log_dir: Path, server: list[str]) -> dict[int, dict[str, list[Rep]]]:
     results: dict[int, dict[str, list[Rep]]] = {c: {name: [] for name in systems} for c in intensities}
     for i in range(reps):
         for name in systems[i % len(systems):] + systems[:i % len(systems)]:
             print(f"[{name}] starting (logs under {log_dir}) ...", file=sys.stderr, flush=True)
-            with cluster(name, log_dir) as url:
+            with cluster(name, log_dir, server) as url:
                 for connections in intensities:
                     # A cluster of ours reports its configuration: audit each repetition's run directory.
                     run_dir = log_dir / f"{name}-c{connections}-r{i + 1}" if SYSTEMS[name][0] == "dp" else None
@@ -183,11 +184,11 @@ def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
     return out
 
 
-def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: int) -> str:
+def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: int, server: list[str]) -> str:
     w = max(17, *(len(name) + 1 for name in table))
     lines = [f"flood {shape.flood} x ({shape.prefix} shared + {shape.tail}) -> {shape.output} tokens through "
              f"{connections} connections; {shape.light_tenants} light tenants {shape.light_input} -> "
-             f"{shape.light_output} x{shape.chain}, {shape.think_s:g} s apart; {' '.join(SERVER)}; medians of {reps}",
+             f"{shape.light_output} x{shape.chain}, {shape.think_s:g} s apart; {' '.join(server)}; medians of {reps}",
              f"{'system':<{w}}{'makespan':>10}{'tok/s':>7}{'hit':>6}{'idle ms':>9}{'p50 ms':>9}{'p99 ms':>9}"
              f"{'p50/idle':>10}{'p99/idle':>10}{'ttft p99':>10}{'audit':>7}  flood split"]
     for name, row in table.items():
@@ -239,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="flood intensities: requests in flight at most")
     parser.add_argument("--light-tenants", type=positive_int, default=2)
     parser.add_argument("--chain", type=positive_int, default=1, help="calls per light request (a short chain when > 1)")
+    parser.add_argument("--server-args", default="",
+                        help="more launcher arguments for every worker of every system, as one word: --server-args='--chunked-prefill-size 512'")
     args = parser.parse_args(argv)
     systems = list(args.systems)
     missing = gateway_missing()
@@ -248,14 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     if not systems:
         parser.error("no system left to run")
     shape = Shape(flood=args.flood, light_tenants=args.light_tenants, chain=args.chain, think_s=args.think, text=True)
-    results = run_all(systems, shape, args.connections, args.reps, server_log_dir(args, "open-flood-"))
+    server = SERVER + shlex.split(args.server_args)
+    results = run_all(systems, shape, args.connections, args.reps, server_log_dir(args, "open-flood-"), server)
     tables = {c: summarize(by_system) for c, by_system in results.items()}
-    print("\n\n".join(format_table(c, table, shape, args.reps) for c, table in tables.items()))
+    print("\n\n".join(format_table(c, table, shape, args.reps, server) for c, table in tables.items()))
     if args.json:
         # Every repetition's latencies too, for looking at the requests behind a P99.
         raw = {c: {name: [asdict(rep) for rep in reps] for name, reps in by_system.items()}
                for c, by_system in results.items()}
-        Path(args.json).write_text(json.dumps({"shape": asdict(shape), "server_args": SERVER, "reps": args.reps,
+        Path(args.json).write_text(json.dumps({"shape": asdict(shape), "server_args": server, "reps": args.reps,
                                                "tables": tables, "repetitions": raw}, indent=2))
     if args.plot:
         plot(tables, args.plot)
