@@ -14,11 +14,13 @@ tiny model's tokenizer is byte-level, one token per character, so both give
 the same token counts, and a gateway that routes on text sees the shared
 prefix. Every request gets exactly one answer or the run raises.
 
-Every request streams, so each one is recorded as the replay client records
-it (``RequestRecord``: admission time, output progress, dp rank). Given a
-``run_dir``, ``run_flood`` writes a run directory there (the flooder is the
+Given a ``run_dir``, every request streams and is recorded as the replay
+client records it (``RequestRecord``: admission time, output progress, dp
+rank); ``run_flood`` then writes a run directory there (the flooder is the
 misbehaving client) and holds it against the fairness bound of the server's
-configuration (``bench audit``); ``Rep.audit`` keeps the verdict.
+configuration (``bench audit``); ``Rep.audit`` keeps the verdict. Without
+one, requests do not stream (streaming costs the server's HTTP and tokenizer
+processes CPU, which a throughput comparison should not pay).
 """
 
 from __future__ import annotations
@@ -116,34 +118,45 @@ class _Recorder:
 
 
 async def _generate(session: aiohttp.ClientSession, url: str, client: str, body: dict, rep: Rep,
-                    recorder: _Recorder, program: str, call: int = 0) -> dict:
+                    recorder: _Recorder | None, program: str, call: int = 0) -> dict:
+    """One request; with a ``recorder`` it streams (the audit needs every token's time) and is recorded."""
     rep.sent += 1
     # x-smg-routing-key too: SGLang's gateway passes on only that one (docs/gateway.md).
     headers = {"X-Client-Id": client, "x-smg-routing-key": client}
-    t_sent = recorder.now()
-    try:
-        reply = await read_generate_stream(sse_events(session, url + "/generate", {**body, "stream": True}, headers),
-                                           recorder.now, recorder.wall_t0,
-                                           len(body.get("input_ids") or body.get("text") or ""))
-    except Exception as e:
-        raise RuntimeError(f"{client}: {e}") from e
+    if recorder is None:
+        async with session.post(url + "/generate", json=body, headers=headers) as resp:
+            reply = await resp.json(content_type=None)
+            if resp.status != 200:
+                raise RuntimeError(f"{client}: HTTP {resp.status}: {reply}")
+        meta = reply["meta_info"]
+        output_tokens, prompt_tokens = meta.get("completion_tokens", 0), meta.get("prompt_tokens", 0)
+        cached = meta.get("cached_tokens")
+    else:
+        t_sent = recorder.now()
+        try:
+            streamed = await read_generate_stream(
+                sse_events(session, url + "/generate", {**body, "stream": True}, headers), recorder.now,
+                recorder.wall_t0, len(body.get("input_ids") or body.get("text") or ""))
+        except Exception as e:
+            raise RuntimeError(f"{client}: {e}") from e
+        meta = streamed.meta
+        output_tokens, prompt_tokens, cached = streamed.output_tokens, streamed.prompt_tokens, streamed.cached_tokens
+        recorder.records.append(RequestRecord(
+            rid=f"{program}-{call}", client=client, program_id=program, call_index=call,
+            well_behaved=client != FLOODER, t_sent=t_sent, t_first_token=streamed.t_first_token,
+            t_done=recorder.now(), prompt_tokens=prompt_tokens, cached_tokens=cached, output_tokens=output_tokens,
+            progress=streamed.progress, **streamed.timing))
     rep.answered += 1
-    meta = reply.meta
-    recorder.records.append(RequestRecord(
-        rid=f"{program}-{call}", client=client, program_id=program, call_index=call,
-        well_behaved=client != FLOODER, t_sent=t_sent, t_first_token=reply.t_first_token, t_done=recorder.now(),
-        prompt_tokens=reply.prompt_tokens, cached_tokens=reply.cached_tokens, output_tokens=reply.output_tokens,
-        progress=reply.progress, **reply.timing))
-    rep.output_tokens += reply.output_tokens
-    rep.prompt_tokens += reply.prompt_tokens
-    rep.cached_tokens += reply.cached_tokens or 0
+    rep.output_tokens += output_tokens
+    rep.prompt_tokens += prompt_tokens
+    rep.cached_tokens += cached or 0
     if isinstance(meta.get("dp_rank"), int):
         ranks = rep.workers.setdefault(client, {})
         ranks[meta["dp_rank"]] = ranks.get(meta["dp_rank"], 0) + 1
     return meta
 
 
-async def _light(session, url: str, traffic: Traffic, client: str, rep: Rep, recorder: _Recorder, count: int,
+async def _light(session, url: str, traffic: Traffic, client: str, rep: Rep, recorder: _Recorder | None, count: int,
                  until: asyncio.Event | None) -> list[float]:
     shape, latencies = traffic.shape, []
     while (until is None and len(latencies) < count) or (until is not None and not until.is_set()):
@@ -166,7 +179,8 @@ async def _light(session, url: str, traffic: Traffic, client: str, rep: Rep, rec
 async def run_flood(url: str, shape: Shape, seed: int, run_dir: Path | None = None) -> Rep:
     """Idle light latencies, then the flood with the light tenants beside it; with ``run_dir``, the
     repetition's run directory is written there and audited (``Rep.audit``)."""
-    rep, traffic, recorder = Rep(), Traffic(shape, seed), _Recorder()
+    # Streaming every token costs the server's HTTP and tokenizer processes: only when auditing.
+    rep, traffic, recorder = Rep(), Traffic(shape, seed), _Recorder() if run_dir is not None else None
     lights = [f"light-{i}" for i in range(shape.light_tenants)]
     tails = [traffic.piece(shape.tail) for _ in range(shape.flood)]
     # One connection per request: a kept-alive one the server closes while idle would fail the next request.
@@ -194,7 +208,7 @@ async def run_flood(url: str, shape: Shape, seed: int, run_dir: Path | None = No
         done.set()
         for client, task in light.items():
             rep.flooded[client] = await task
-        if run_dir is not None:
+        if recorder is not None and run_dir is not None:
             params = server_params(await fetch_server_info(session, url), None)
             rep.audit = _write_and_audit(run_dir, recorder, params, [FLOODER, *lights], url)
     return rep

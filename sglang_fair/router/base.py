@@ -62,6 +62,8 @@ class RouterSnapshot:
     deficits: dict[str, list[float]] = field(default_factory=dict)  # D²LPM's q_{i,w}, per client
     held_requests: int = 0  # waiting in the router for a worker with room (late-binding routers)
     client_deficits: dict[str, float] = field(default_factory=dict)  # one cluster-wide counter per client
+    # client -> why its held requests wait (late-binding routers' hold_reasons) -> how many
+    held_by_client: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class Router(ABC):

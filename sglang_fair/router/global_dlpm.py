@@ -31,7 +31,9 @@ With ``reserve_for_newcomers`` (on under ``--fair-isolation``) each local
 queue keeps one more place for a client with nothing dispatched anywhere: a
 light tenant's request then reaches a worker at once instead of waiting,
 behind full local queues, for the flood's next batch to leave one, and the
-worker's latency isolation can give it a running slot. Theorem G holds with
+worker's latency isolation can give it a running slot; and a client new to
+the router starts with one quantum instead of 0, so that the place is not
+left empty while the flood spends its deficit. Theorem G holds with
 ``R + 1`` in place of ``R``.
 docs/fairness.md proves the resulting bound (Theorem G),
 2 (Q + w_q |W| M_G + w_e |W| (B + L + R L)) between any two clients that both
@@ -184,10 +186,14 @@ class GlobalDLPMRouter(IndexedRouter):
         self.worker_max_running = worker_max_running
         # The cluster's one DLPM: "queued" = waiting in this router, "running" =
         # dispatched and not finished; its clock is the router's (virtual in the simulator).
+        # With the kept place, a client new to the router also starts with one quantum, as
+        # the workers' DLPM does under --fair-isolation: at 0 it would wait, place or not,
+        # until every held client's deficit is spent (beside a flood, most of a round).
         self.fair = FairScheduler(
             FairOptions(policy="dlpm", quantum=float(quantum), input_weight=self.input_weight,
                         output_weight=self.output_weight, cost="prefix-aware",
-                        client_weights=dict(client_weights or {}), idle_timeout_s=idle_timeout_s),
+                        client_weights=dict(client_weights or {}), idle_timeout_s=idle_timeout_s,
+                        isolation=reserve_for_newcomers),
             clock=lambda: self.clock(),
         )
         self.waiting: dict[str, dict[str, TrackedRequest]] = {}  # client -> its held requests, oldest first
@@ -294,6 +300,9 @@ class GlobalDLPMRouter(IndexedRouter):
         state = super().snapshot()
         state.held_requests = sum(len(reqs) for reqs in self.waiting.values())
         state.client_deficits = {c: q for c, q in self.fair.policy.deficits.items()}
+        for client, why in self._client_hold_reasons():
+            reasons = state.held_by_client.setdefault(client, {})
+            reasons[why] = reasons.get(why, 0) + 1
         return state
 
     def update_settings(self, update: SettingsUpdate) -> None:
@@ -311,12 +320,22 @@ class GlobalDLPMRouter(IndexedRouter):
         return self.alive[worker] and len(self.local[worker]) <= self.local_queue_requests
 
     def hold_reasons(self) -> dict[str, str]:
-        """Why each held request is still here: ``no room`` (every local queue is full),
-        ``deficit`` (its client's counter is spent) or ``passed over`` (others went first)."""
+        """Why each held request is still here: ``no room`` (every local queue is full, the place
+        kept for newcomers too when its client is one), ``deficit`` (its client's counter is spent)
+        or ``passed over`` (others went first)."""
+        return {rid: why for rid, why in self._client_hold_reasons(rids=True)}
+
+    def _client_hold_reasons(self, rids: bool = False) -> list[tuple[str, str]]:
+        """(client, or request id with ``rids``; reason) of every held request."""
         rooms = any(self._has_room(w) for w in range(self.num_workers))
+        newcomer_rooms = self.reserve_for_newcomers and any(self._newcomer_room(w) for w in range(self.num_workers))
         deficits = self.fair.policy.deficits  # type: ignore[attr-defined]
-        return {rid: "no room" if not rooms else "deficit" if deficits.get(client, 0.0) <= 0 else "passed over"
-                for client, reqs in self.waiting.items() for rid in reqs}
+        out = []
+        for client, reqs in self.waiting.items():
+            room = rooms or (newcomer_rooms and self.fair.activity[client].running == 0)
+            why = "no room" if not room else "deficit" if deficits.get(client, 0.0) <= 0 else "passed over"
+            out += [(rid if rids else client, why) for rid in reqs]
+        return out
 
     def _pump(self) -> None:
         self._place_held()

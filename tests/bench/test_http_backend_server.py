@@ -86,8 +86,8 @@ def test_bench_cli_end_to_end(server, tmp_path, capsys):
 
 @pytest.mark.parametrize("text", [True, False])
 def test_the_flood_traffic_gets_one_answer_per_request(server, text, tmp_path):
-    """sglang_fair.bench.flood against the real server: idle phase, flood, light chains beside it,
-    every request recorded in the run directory."""
+    """sglang_fair.bench.flood against the real server: idle phase, flood, light chains beside it;
+    with text prompts also streamed, every request recorded in the run directory."""
     import asyncio
 
     from sglang_fair.bench.flood import Shape, run_flood
@@ -95,8 +95,12 @@ def test_the_flood_traffic_gets_one_answer_per_request(server, text, tmp_path):
 
     shape = Shape(flood=12, connections=4, prefix=64, tail=4, output=4, light_tenants=2, light_input=8,
                   light_output=2, chain=2, idle_requests=2, think_s=0.05, text=text)
-    rep = asyncio.run(run_flood(server.base_url, shape, seed=0, run_dir=tmp_path / "run"))
+    rep = asyncio.run(run_flood(server.base_url, shape, seed=0, run_dir=tmp_path / "run" if text else None))
     assert rep.answered == rep.sent
+    _check_counts(rep, shape)
+    if not text:
+        assert rep.audit is None and not (tmp_path / "run").exists()
+        return
     records = read_records(tmp_path / "run")
     assert len(records) == rep.sent and len({r.rid for r in records}) == rep.sent
     assert all(r.ok and r.progress and r.progress[-1][1] == r.output_tokens for r in records)
@@ -104,6 +108,9 @@ def test_the_flood_traffic_gets_one_answer_per_request(server, text, tmp_path):
     assert read_summary(tmp_path / "run")["clients"]["flooder"]["well_behaved"] is False
     # This server runs without --enable-metrics: no admission times, and the audit says so.
     assert "no admission time" in rep.audit["audit_error"]
+
+
+def _check_counts(rep, shape) -> None:
     assert set(rep.idle) == set(rep.flooded) == {"light-0", "light-1"}
     assert all(len(values) == 2 for values in rep.idle.values())
     assert all(len(values) >= 1 for values in rep.flooded.values())

@@ -51,6 +51,30 @@ def test_a_full_local_queue_keeps_one_place_for_a_client_with_nothing_dispatched
     assert not r._newcomer_room(worker) and r._newcomer_room(1 - worker)  # one kept place per worker
 
 
+def test_a_newcomer_beside_a_flood_with_credit_takes_the_kept_place_at_once() -> None:
+    # x keeps a positive deficit (Q = 10,000), so no refill can come: at 0, y would wait for x
+    # to spend it; starting with one quantum, as under --fair-isolation, it goes at once.
+    r = _router(1, quantum=10_000.0, local_queue_requests=1, reserve_for_newcomers=True)
+    for i in range(3):
+        r.route(f"x{i}", "x", list(range(100 * i, 100 * i + 20)), 8)
+    assert r.route("y0", "y", list(range(900, 920)), 8) == 0
+    assert r.fair.policy.deficits["y"] == 10_000.0 - 20
+    assert r.snapshot().held_by_client == {"x": {"no room": 2}}
+
+
+def test_a_newcomer_out_of_deficit_is_held_for_its_deficit_not_for_room() -> None:
+    r = _router(1, quantum=100.0, local_queue_requests=1, reserve_for_newcomers=True)
+    assert r.route("x0", "x", list(range(20)), 8) == 0
+    assert r.route("x1", "x", list(range(100, 120)), 8) is None
+    assert r.route("y0", "y", list(range(900, 1050)), 8) == 0  # the kept place; y's deficit 100 - 150
+    r.on_admitted("y0", 0)
+    r.on_finish("y0", 0, 0)
+    # The kept place is free again and y has nothing dispatched, but x (positive) blocks the refill.
+    assert r.route("y1", "y", list(range(2000, 2010)), 8) is None
+    assert r.hold_reasons() == {"x1": "no room", "y1": "deficit"}
+    assert r.snapshot().held_by_client == {"x": {"no room": 1}, "y": {"deficit": 1}}
+
+
 class _Observer:
     def __init__(self) -> None:
         self.events: list[tuple] = []

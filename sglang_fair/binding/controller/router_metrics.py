@@ -19,7 +19,10 @@ Routers that hold requests (``d2lpm_global``) add:
 * ``sglang_fair_router_held_requests``: requests waiting in the router for a
   worker with room;
 * ``sglang_fair_router_client_global_deficit``: the one cluster-wide deficit
-  counter of each client (labelled ``client``).
+  counter of each client (labelled ``client``);
+* ``sglang_fair_router_client_held_requests``: each client's requests held
+  in the router, labelled ``reason``: ``no room`` (every local queue full),
+  ``deficit`` (its counter spent) or ``passed over`` (others went first).
 
 The per-client series are written whole on each refresh to a multiprocess
 file of their own (``common/metrics_files.py``), so a client the router forgot
@@ -47,6 +50,8 @@ _DEFICIT = "sglang_fair_router_client_deficit"
 _DEFICIT_HELP = "D2LPM deficit of a client on a worker"
 _GLOBAL_DEFICIT = "sglang_fair_router_client_global_deficit"
 _GLOBAL_DEFICIT_HELP = "Cluster-wide deficit of a client (late-binding router)"
+_HELD = "sglang_fair_router_client_held_requests"
+_HELD_HELP = "A client's requests held in the router, by why they wait (late-binding router)"
 
 
 class RouterMetrics:
@@ -98,3 +103,7 @@ class RouterMetrics:
             for client in most_served(state.client_deficits, float):
                 yield (_GLOBAL_DEFICIT, _GLOBAL_DEFICIT, {"client": client}, _GLOBAL_DEFICIT_HELP,
                        state.client_deficits[client])
+            held = {c: sum(r.values()) for c, r in state.held_by_client.items()}
+            for client in most_served(held, lambda n: -n):  # the most held first
+                for why, count in sorted(state.held_by_client[client].items()):
+                    yield _HELD, _HELD, {"client": client, "reason": why}, _HELD_HELP, count

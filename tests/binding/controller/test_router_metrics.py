@@ -71,12 +71,15 @@ def test_a_holding_router_exports_held_requests_and_cluster_deficits(tmp_path) -
     assert value("router_held_requests") == state.held_requests == 2
     assert value("router_client_global_deficit", client="alice") == state.client_deficits["alice"]
     assert value("router_client_global_deficit", client="bob") == state.client_deficits["bob"]
+    held = {c: value("router_client_held_requests", client=c, reason="no room") for c in ("alice", "bob")}
+    assert held == {"alice": 1, "bob": 1} == {c: r["no room"] for c, r in state.held_by_client.items()}
     assert router.cancel("b0")
     router.clock = lambda: 1e9  # bob has been idle for ever: the router forgets him
     router.fair.collect_idle()
     metrics.maybe_update(router, 0)
     assert value("router_held_requests") == 1
     assert value("router_client_global_deficit", client="bob") is None
+    assert value("router_client_held_requests", client="bob", reason="no room") is None
 
 
 def test_per_client_series_are_capped_most_served_first(tmp_path) -> None:
