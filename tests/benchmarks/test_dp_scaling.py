@@ -54,10 +54,19 @@ def test_open_flood_slowdowns_are_each_tenants_own_and_the_checks_fail_when_miss
                                   "preble": [_rep(70, 0.1, [30.0])], "d2lpm+isolation": [_rep(65, 0.1, [2.0])]})
     assert table["d2lpm"]["flood_split"] == [250, 150]
     verdicts = {label: value <= target for label, value, target, _ in open_flood.checks(table)}
+    unaudited = "runs within their bound (worst gap / bound)"  # a run of ours without an audit fails
     assert verdicts == {"d2lpm makespan / gateway+lpm's": True, "d2lpm+isolation light P99 / idle": False,
-                        "d2lpm light P99 / preble's": True, "d2lpm+isolation light P99 / preble's": True}
+                        "d2lpm light P99 / preble's": True, "d2lpm+isolation light P99 / preble's": True,
+                        f"d2lpm {unaudited}": False, f"d2lpm+isolation {unaudited}": False}
     assert table["d2lpm"]["light_ttft_p99_s"] is None  # the servers reported no time to first token
-    assert "FAIL" in open_flood.format_table(64, table, Shape(text=True), 1)
+    assert "FAIL" in open_flood.format_table(64, table, Shape(text=True), 1, open_flood.SERVER)
+    theorem = {"gap": 10.0, "bound": 100.0, "bound_name": "Theorem G", "theorem": True, "within": True}
+    rep.audit = theorem
+    audited = {label: value for label, value, _, _ in open_flood.checks(open_flood.summarize({"d2lpm": [rep]}))}
+    assert audited == {"d2lpm runs within Theorem G (worst gap / bound)": pytest.approx(0.1)}
+    rep.audit = theorem | {"gap": 120.0, "within": False}
+    violated = open_flood.checks(open_flood.summarize({"d2lpm": [rep]}))
+    assert violated[0][1] > violated[0][2]
 
 
 def test_the_gateway_is_skipped_with_a_message_when_it_is_absent(monkeypatch, capsys):
