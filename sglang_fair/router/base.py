@@ -52,6 +52,11 @@ class Dispatch:
     input_len: int
 
 
+# Why a late-binding router still holds a request: every local queue is full; its client's
+# deficit is spent; others went first.
+HOLD_REASONS = ("no room", "deficit", "passed over")
+
+
 @dataclass
 class RouterSnapshot:
     """What an operator watches of a router; the SGLang binding exports it as metrics."""

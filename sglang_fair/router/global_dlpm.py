@@ -55,11 +55,13 @@ from typing import Protocol
 from sglang_fair.core import FairOptions, FairScheduler
 from sglang_fair.core.options import DEFAULT_QUANTUM, SettingsUpdate
 from sglang_fair.core.requests import TrackedRequest
-from sglang_fair.router.base import Dispatch, RouterSnapshot
+from sglang_fair.router.base import HOLD_REASONS, Dispatch, RouterSnapshot
 from sglang_fair.router.d2lpm import check_quantum, check_weight
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
 from sglang_fair.router.indexed import IndexedRouter
 from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, PACKED_TOKEN_BYTES, Match, common_prefix_len, pack
+
+NO_ROOM, DEFICIT, PASSED_OVER = HOLD_REASONS
 
 # About one uncached prompt per worker (each dispatch may overshoot by one prompt): the
 # rest wait in the router and bind later, against fresher cache state. 8,192 (a prefill
@@ -333,7 +335,7 @@ class GlobalDLPMRouter(IndexedRouter):
         out = []
         for client, reqs in self.waiting.items():
             room = rooms or (newcomer_rooms and self.fair.activity[client].running == 0)
-            why = "no room" if not room else "deficit" if deficits.get(client, 0.0) <= 0 else "passed over"
+            why = NO_ROOM if not room else DEFICIT if deficits.get(client, 0.0) <= 0 else PASSED_OVER
             out += [(rid if rids else client, why) for rid in reqs]
         return out
 

@@ -37,8 +37,10 @@ from tests.support.router_gauges import held_and_inflight  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = tuple(11 + (i * 7) % 900 for i in range(512))
 ROUTER_OPTIONS = {"local_queue_requests": 2}
-MAX_NEW = 16
-WIDE_PROGRAMS, WIDE_CALLS = 16, 2  # with 4 running + 2 locally queued per worker, the router must hold some
+# Long enough that requests stay held across several of the router's once-a-second gauge
+# refreshes: at 16 new tokens a fast CPU finished the held stretch between two of them.
+MAX_NEW = 48
+WIDE_PROGRAMS, WIDE_CALLS = 24, 2  # with 4 running + 2 locally queued per worker, the router must hold some
 PINNED_PROGRAMS, PINNED_CALLS = 2, 5
 
 

@@ -22,7 +22,8 @@ Routers that hold requests (``d2lpm_global``) add:
   counter of each client (labelled ``client``);
 * ``sglang_fair_router_client_held_requests``: each client's requests held
   in the router, labelled ``reason``: ``no room`` (every local queue full),
-  ``deficit`` (its counter spent) or ``passed over`` (others went first).
+  ``deficit`` (its counter spent) or ``passed over`` (others went first);
+  0 for every reason a client the router knows is not held for.
 
 The per-client series are written whole on each refresh to a multiprocess
 file of their own (``common/metrics_files.py``), so a client the router forgot
@@ -37,7 +38,7 @@ from collections.abc import Iterator
 
 from sglang_fair.binding.common.metrics_files import SeriesFile
 from sglang_fair.binding.common.settings import max_metrics_clients
-from sglang_fair.router.base import RouterSnapshot
+from sglang_fair.router.base import HOLD_REASONS, RouterSnapshot
 
 _PER_WORKER = {
     "router_inflight_requests": "Requests dispatched to the worker and not finished",
@@ -103,7 +104,10 @@ class RouterMetrics:
             for client in most_served(state.client_deficits, float):
                 yield (_GLOBAL_DEFICIT, _GLOBAL_DEFICIT, {"client": client}, _GLOBAL_DEFICIT_HELP,
                        state.client_deficits[client])
-            held = {c: sum(r.values()) for c, r in state.held_by_client.items()}
+            # Every known client, every reason, 0 when none: a series drops to 0 rather than vanishing.
+            known = state.client_deficits.keys() | state.held_by_client.keys()
+            held = {c: sum(state.held_by_client.get(c, {}).values()) for c in known}
             for client in most_served(held, lambda n: -n):  # the most held first
-                for why, count in sorted(state.held_by_client[client].items()):
-                    yield _HELD, _HELD, {"client": client, "reason": why}, _HELD_HELP, count
+                reasons = state.held_by_client.get(client, {})
+                for why in HOLD_REASONS:
+                    yield _HELD, _HELD, {"client": client, "reason": why}, _HELD_HELP, reasons.get(why, 0)

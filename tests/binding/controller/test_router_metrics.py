@@ -73,6 +73,8 @@ def test_a_holding_router_exports_held_requests_and_cluster_deficits(tmp_path) -
     assert value("router_client_global_deficit", client="bob") == state.client_deficits["bob"]
     held = {c: value("router_client_held_requests", client=c, reason="no room") for c in ("alice", "bob")}
     assert held == {"alice": 1, "bob": 1} == {c: r["no room"] for c, r in state.held_by_client.items()}
+    # The other reasons read 0 (a dashboard sees a series fall to 0 rather than vanish).
+    assert value("router_client_held_requests", client="alice", reason="deficit") == 0
     assert router.cancel("b0")
     router.clock = lambda: 1e9  # bob has been idle for ever: the router forgets him
     router.fair.collect_idle()
