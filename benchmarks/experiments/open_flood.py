@@ -24,7 +24,11 @@ after it (a cluster needs both cores); systems take turns in a rotating order
 over repetitions. Printed per intensity and system (medians over
 repetitions): flood makespan, output tokens/s, cache hit rate, the light
 tenants' idle median and their P50/P99 beside the flood as slowdowns, the
-fairness audit and the flood's split over the workers; then the targets,
+benchmark client's own largest event-loop lag beside the flood (``lag ms``:
+the client shares the cores with the servers; when it, and the servers' own
+front processes, go unscheduled, light requests are sent, placed and read
+late, and a P99 near that lag measures the machine, not the admission order),
+the fairness audit and the flood's split over the workers; then the targets,
 ratios within the run. Each repetition on a cluster of ours (``--dp 2``) is
 written as a run directory under the log folder and held against its bound
 (``python -m sglang_fair.bench audit DIR`` repeats it); the audit column is the
@@ -104,7 +108,8 @@ def run_all(systems: list[str], shape: Shape, intensities: list[int], reps: int,
                         raise SystemExit(f"{name}: {rep.sent} requests sent, {rep.answered} answered")
                     print(f"[{name}] {connections} connections, rep {i + 1}/{reps}: makespan "
                           f"{rep.makespan_s:.1f} s, light p99 {p99(pooled(rep.flooded)) * 1e3:.0f} ms "
-                          f"(idle median {statistics.median(pooled(rep.idle)) * 1e3:.0f} ms){_audit_note(rep)}",
+                          f"(idle median {statistics.median(pooled(rep.idle)) * 1e3:.0f} ms, client lag "
+                          f"{rep.client_lag_max_s * 1e3:.0f} ms){_audit_note(rep)}",
                           file=sys.stderr, flush=True)
                     results[connections][name].append(rep)
     return results
@@ -160,6 +165,7 @@ def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
             "light_p99_slowdown": statistics.median(s[1] for s in slow),
             "flood_split": splits[0] if splits and splits[0] else None,
             "requests": sum(r.answered for r in reps),
+            "client_lag_max_s": statistics.median(r.client_lag_max_s for r in reps),
             "audit": _audit_summary(reps),
         }
     return table
@@ -193,12 +199,12 @@ def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: i
              f"{connections} connections; {shape.light_tenants} light tenants {shape.light_input} -> "
              f"{shape.light_output} x{shape.chain}, {shape.think_s:g} s apart; {' '.join(server)}; medians of {reps}",
              f"{'system':<{w}}{'makespan':>10}{'tok/s':>7}{'hit':>6}{'idle ms':>9}{'p50 ms':>9}{'p99 ms':>9}"
-             f"{'p50/idle':>10}{'p99/idle':>10}{'ttft p99':>10}{'audit':>7}  flood split"]
+             f"{'p50/idle':>10}{'p99/idle':>10}{'ttft p99':>10}{'lag ms':>8}{'audit':>7}  flood split"]
     for name, row in table.items():
         lines.append(f"{name:<{w}}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>7.0f}{row['hit_rate']:>6.2f}"
                      f"{row['light_idle_s'] * 1e3:>9.0f}{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
                      f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x"
-                     f"{_ms(row['light_ttft_p99_s']):>10}{_audit_cell(row['audit']):>7}  "
+                     f"{_ms(row['light_ttft_p99_s']):>10}{_ms(row['client_lag_max_s']):>8}{_audit_cell(row['audit']):>7}  "
                      f"{'/'.join(map(str, row['flood_split'])) if row['flood_split'] else '-'}")
     lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)

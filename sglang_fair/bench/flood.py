@@ -83,6 +83,9 @@ class Rep:
     answered: int = 0
     # bench audit's verdict on the run directory (audit_fields), when run_flood was given one
     audit: dict | None = None
+    # How late this client's own event loop woke beside the flood, s: the client shares the machine's
+    # cores with the servers, and a light request it sends late, or reads late, counts as latency.
+    client_lag_max_s: float = 0.0
 
     @property
     def hit_rate(self) -> float:
@@ -199,6 +202,7 @@ async def run_flood(url: str, shape: Shape, seed: int, run_dir: Path | None = No
 
         done = asyncio.Event()
         start = time.perf_counter()
+        lag = asyncio.create_task(_loop_lag(rep, done))
         flood = [asyncio.create_task(one(n, tail)) for n, tail in enumerate(tails)]
         await asyncio.sleep(1.0)  # the flood takes every slot first
         light = {client: asyncio.create_task(_light(session, url, traffic, client, rep, recorder, 0, done))
@@ -206,12 +210,22 @@ async def run_flood(url: str, shape: Shape, seed: int, run_dir: Path | None = No
         rep.flood_tokens = sum(await asyncio.gather(*flood))
         rep.makespan_s = time.perf_counter() - start
         done.set()
+        await lag
         for client, task in light.items():
             rep.flooded[client] = await task
         if recorder is not None and run_dir is not None:
             params = server_params(await fetch_server_info(session, url), None)
             rep.audit = _write_and_audit(run_dir, recorder, params, [FLOODER, *lights], url)
     return rep
+
+
+async def _loop_lag(rep: Rep, stop: asyncio.Event, every_s: float = 0.02) -> None:
+    """Until ``stop``: the largest delay of this event loop's wake-ups past their time, into ``rep``."""
+    while not stop.is_set():
+        due = time.perf_counter() + every_s
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+        rep.client_lag_max_s = max(rep.client_lag_max_s, time.perf_counter() - due)
 
 
 def _write_and_audit(run_dir: Path, recorder: _Recorder, params: dict, clients: list[str], url: str) -> dict:
