@@ -64,14 +64,16 @@ def server(request):
 def wait_for_router(server: LocalServer, held: int, inflight: int) -> None:
     """Until the router's gauges (refreshed each second) show ``held`` requests held and ``inflight`` on workers."""
     deadline = time.monotonic() + WAIT_S
-    seen = None
+    seen, workers_seen = None, 0
     while time.monotonic() < deadline:
-        held, per_worker = held_and_inflight(server.get_text("/metrics", timeout=30))
-        seen = (held, sum(per_worker))
+        now_held, per_worker = held_and_inflight(server.get_text("/metrics", timeout=30))
+        seen, workers_seen = (now_held, sum(per_worker)), len(per_worker)
         if seen == (held, inflight):
             return
         time.sleep(0.3)
-    raise AssertionError(f"the router never showed {held} held and {inflight} in flight; last seen {seen}")
+    # No per-worker series at all means the router's gauges never reached /metrics, not a slow router.
+    raise AssertionError(f"the router never showed {held} held and {inflight} in flight; last seen {seen} "
+                         f"with {workers_seen} per-worker series\n{server.log_tail(60)}")
 
 
 def abort(server: LocalServer, rid: str) -> None:
