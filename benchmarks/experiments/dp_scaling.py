@@ -22,7 +22,11 @@ every system alike. Printed per system (medians over repetitions): flood
 makespan, output tokens/s, the light client's idle median, its P50 and P99
 beside the flood and their slowdowns; then the targets, ratios within the
 run: ``dp2``'s makespan <= 1.1x ``one-server``'s, and its output rate >= 1.8x
-``one-core``'s. Every request must get exactly one answer.
+``one-core``'s. Below the table, each server's CPU time per flood output
+token by process role (ranks, HTTP server and tokenizer, detokenizer,
+data-parallel controller: ``sglang_fair.bench.process_cpu``) and the cores it
+kept busy, so a slow system shows which process took the cores. Every
+request must get exactly one answer.
 
     PYTHONPATH=. python benchmarks/experiments/dp_scaling.py [--reps 3] [--flood 400] [--connections 64] \\
         [--systems one-server one-core dp2] [--json F] [--plot F] [--log-dir DIR]
@@ -37,11 +41,13 @@ import json
 import os
 import statistics
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
 from sglang_fair.bench.flood import (Rep, Shape, add_flood_options, check_line, p99, pooled,
                                      positive_int, run_flood, server_log_dir)
+from sglang_fair.bench.process_cpu import ROLES, by_role, snapshot
 from sglang_fair.binding.common.cpu_threads import BIND_ENV, format_cpu_list
 from sglang_fair.testing.server import LocalServer
 
@@ -58,8 +64,12 @@ TARGET_MAKESPAN = 1.1  # dp2 / one-server
 TARGET_RATE = 1.8  # dp2 / one-core
 
 
-def run_all(systems: list[str], shape: Shape, reps: int, log_dir: Path) -> dict[str, list[Rep]]:
+def run_all(systems: list[str], shape: Shape, reps: int,
+            log_dir: Path) -> tuple[dict[str, list[Rep]], dict[str, list[dict[str, float]]]]:
+    """Each system's repetitions, and the CPU seconds its processes spent in each, by role, with the
+    repetition's wall time (``wall_s``: the light tenant's idle measurement and the flood)."""
     results: dict[str, list[Rep]] = {name: [] for name in systems}
+    cpu: dict[str, list[dict[str, float]]] = {name: [] for name in systems}
     with contextlib.ExitStack() as stack:
         servers = {}
         for name in systems:
@@ -70,7 +80,9 @@ def run_all(systems: list[str], shape: Shape, reps: int, log_dir: Path) -> dict[
                                                             cpus=cpus, env=env, log_path=log))
         for i in range(reps):
             for name in systems[i % len(systems):] + systems[:i % len(systems)]:
+                before, start = snapshot(servers[name].pid), time.monotonic()
                 rep = asyncio.run(run_flood(servers[name].base_url, shape, seed=i))
+                cpu[name].append({**by_role(before, snapshot(servers[name].pid)), "wall_s": time.monotonic() - start})
                 if rep.answered != rep.sent:
                     raise SystemExit(f"{name}: {rep.sent} requests sent, {rep.answered} answered")
                 print(f"[{name}] rep {i + 1}/{reps}: makespan {rep.makespan_s:.1f} s, "
@@ -78,12 +90,15 @@ def run_all(systems: list[str], shape: Shape, reps: int, log_dir: Path) -> dict[
                       f"{statistics.median(pooled(rep.idle)) * 1e3:.0f} ms, beside the flood p99 "
                       f"{p99(pooled(rep.flooded)) * 1e3:.0f} ms", file=sys.stderr, flush=True)
                 results[name].append(rep)
-    return results
+    return results, cpu
 
 
-def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
+def summarize(results: dict[str, list[Rep]], cpu: dict[str, list[dict[str, float]]]) -> dict[str, dict]:
     table = {}
     for name, reps in results.items():
+        # CPU per output token, not per second: a system that finishes sooner is not charged less
+        per_token = {role: statistics.median(c[role] / r.flood_tokens * 1e3 for c, r in zip(cpu[name], reps))
+                     for role in ROLES}
         idle = statistics.median(statistics.median(pooled(r.idle)) for r in reps)
         p50 = statistics.median(statistics.median(pooled(r.flooded)) for r in reps)
         tail = statistics.median(p99(pooled(r.flooded)) for r in reps)
@@ -96,6 +111,9 @@ def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
             "light_p50_slowdown": p50 / idle,
             "light_p99_slowdown": tail / idle,
             "requests": sum(r.answered for r in reps),
+            "makespans_s": [r.makespan_s for r in reps],  # per repetition, in run order
+            "cpu_ms_per_token": per_token,
+            "cores_busy": statistics.median(sum(c[role] for role in ROLES) / c["wall_s"] for c in cpu[name]),
         }
     return table
 
@@ -122,6 +140,12 @@ def format_table(table: dict[str, dict], shape: Shape, reps: int) -> str:
         lines.append(f"{name:<18}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>8.0f}{row['light_idle_s'] * 1e3:>9.0f}"
                      f"{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
                      f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x")
+    lines += ["", ("CPU ms per flood output token, by process (over the whole repetition: the light tenant's idle "
+                   "requests, then the flood), and the cores busy on average"),
+              f"{'system':<18}" + "".join(f"{role:>16}" for role in ROLES) + f"{'cores busy':>12}"]
+    for name, row in table.items():
+        lines.append(f"{name:<18}" + "".join(f"{row['cpu_ms_per_token'][role]:>16.2f}" for role in ROLES)
+                     + f"{row['cores_busy']:>12.2f}")
     lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
 
@@ -153,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="flood requests in flight at most")
     args = parser.parse_args(argv)
     shape = Shape(flood=args.flood, connections=args.connections, think_s=args.think)
-    table = summarize(run_all(args.systems, shape, args.reps, server_log_dir(args, "dp-scaling-")))
+    table = summarize(*run_all(args.systems, shape, args.reps, server_log_dir(args, "dp-scaling-")))
     print(format_table(table, shape, args.reps))
     if args.json:
         Path(args.json).write_text(json.dumps({"shape": asdict(shape), "server_args": COMMON, "reps": args.reps,

@@ -32,8 +32,12 @@ def test_dp_scaling_targets_are_ratios_of_medians_within_the_run():
     results = {"one-server": [_rep(100, 0.1, [1.0]), _rep(120, 0.1, [1.0]), _rep(110, 0.1, [1.0])],
                "one-core": [_rep(200, 0.1, [5.0])] * 3,
                "dp2": [_rep(105, 0.1, [0.5, 2.0])] * 3}
-    table = scaling.summarize(results)
+    cpu = {name: [{"ranks": 20.0, "http+tokenizer": 4.0, "detokenizer": 1.0, "controller": 1.0 if "dp" in name else 0.0,
+                   "other": 0.0, "wall_s": r.makespan_s + 2} for r in reps] for name, reps in results.items()}
+    table = scaling.summarize(results, cpu)
     assert table["one-server"]["makespan_s"] == 110  # the median, not the mean
+    assert table["dp2"]["cpu_ms_per_token"]["controller"] == pytest.approx(1e3 / 25600)
+    assert table["dp2"]["cores_busy"] == pytest.approx(26 / 107)  # every role, not the wall time
     assert table["dp2"]["light_p50_slowdown"] == pytest.approx(12.5)
     checks = {label: (value, target) for label, value, target, _ in scaling.checks(table)}
     assert checks["dp2 flood makespan / one-server's"] == (pytest.approx(105 / 110), 1.1)
@@ -41,6 +45,9 @@ def test_dp_scaling_targets_are_ratios_of_medians_within_the_run():
     text = scaling.format_table(table, Shape(), 3)
     assert "dp2 output rate / one-core's: 1.90 vs target >= 1.8: PASS" in text
     assert "dp2 flood makespan / one-server's: 0.95 vs target <= 1.1: PASS" in text
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("system") and "controller" in line)
+    assert lines[header + 3].split() == ["dp2", "0.78", "0.16", "0.04", "0.04", "0.00", "0.24"]
     table["dp2"]["makespan_s"] = 130
     assert "one-server's: 1.18 vs target <= 1.1: FAIL" in scaling.format_table(table, Shape(), 3)
 
