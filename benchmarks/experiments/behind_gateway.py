@@ -20,15 +20,25 @@ With ``--forwarding`` it instead puts a stand-in worker (an HTTP server
 that records what reaches it) behind the gateway and prints which identity
 headers and body fields the gateway passed on, per endpoint.
 
+With ``--throttled`` two stand-in workers answer one tenant 429 with
+``Retry-After`` (what FairServe's overload throttle answers a tenant above its
+share) and serve the others; per gateway setting (its defaults, then each
+``--variant``) it prints what the throttled tenant received, how many times
+each of its requests reached a worker (the gateway's retries), and whether a
+light tenant that came after was still served.
+
     PYTHONPATH=. python benchmarks/experiments/behind_gateway.py [--bad 40] [--window 30] \\
         [--variant="--disable-circuit-breaker"]
     PYTHONPATH=. python benchmarks/experiments/behind_gateway.py --forwarding
+    PYTHONPATH=. python benchmarks/experiments/behind_gateway.py --throttled [--variant="--disable-retries"]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import logging
 import random
 import re
@@ -37,6 +47,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiohttp
@@ -128,43 +139,119 @@ PROBES = {
 }
 
 
-async def forwarding(log_dir: Path) -> dict[str, dict[str, bool]]:
-    """Route -> each identity field sent -> whether it reached a stand-in worker behind the gateway."""
+@contextlib.asynccontextmanager
+async def stand_in_workers(count: int, handler):
+    """``count`` HTTP servers on free ports answering every request with ``handler(port, request)``: workers
+    the gateway can route to that record what reaches them, with no model behind them."""
     from aiohttp import web
 
     from sglang_fair.testing.server import pick_free_port
 
     # The gateway first probes a worker over HTTP/2, which aiohttp logs at length as a bad request.
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+    runners, urls = [], []
+    try:
+        for _ in range(count):
+            port = pick_free_port()
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", functools.partial(handler, port))
+            runner = web.AppRunner(app)
+            await runner.setup()
+            runners.append(runner)
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+            urls.append(f"http://127.0.0.1:{port}")
+        yield urls
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+def _answer(text: str = "x"):
+    from aiohttp import web
+
+    return web.json_response({"text": text, "meta_info": {"prompt_tokens": 1, "completion_tokens": 1}})
+
+
+async def forwarding(log_dir: Path) -> dict[str, dict[str, bool]]:
+    """Route -> each identity field sent -> whether it reached a stand-in worker behind the gateway."""
     received: dict[str, tuple[dict, dict]] = {}
 
-    async def worker(request: web.Request) -> web.Response:
+    async def worker(port, request):
         if request.method == "POST":
             received[request.path] = ({k.lower(): v for k, v in request.headers.items()}, await request.json())
-        return web.json_response({"text": "x", "meta_info": {"prompt_tokens": 1, "completion_tokens": 1}})
+        return _answer()
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", worker)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = pick_free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    gateway = Gateway.around([f"http://127.0.0.1:{port}"], GATEWAY, log_dir)
-    try:
-        await asyncio.to_thread(gateway.__enter__)
-        async with aiohttp.ClientSession() as session:
-            for path, (body, headers) in PROBES.items():
-                async with session.post(gateway.base_url + path, json=body, headers=headers) as reply:
-                    await reply.read()
-    finally:
-        await asyncio.to_thread(gateway.__exit__, None, None, None)
-        await runner.cleanup()
+    async with stand_in_workers(1, worker) as urls:
+        gateway = Gateway.around(urls, GATEWAY, log_dir)
+        try:
+            await asyncio.to_thread(gateway.__enter__)
+            async with aiohttp.ClientSession() as session:
+                for path, (body, headers) in PROBES.items():
+                    async with session.post(gateway.base_url + path, json=body, headers=headers) as reply:
+                        await reply.read()
+        finally:
+            await asyncio.to_thread(gateway.__exit__, None, None, None)
     out = {}
     for path, (body, headers) in PROBES.items():
         got_headers, got_body = received.get(path, ({}, {}))
         out[path] = {**{f"header {h}": h.lower() in got_headers for h in headers},
                      **{f"body {k}": k in got_body for k in ("routing_key", "user") if k in body}}
     return out
+
+
+THROTTLED = "flooder"  # the tenant the stand-in workers answer 429, as FairServe's overload throttle would
+RETRY_AFTER_S = 2
+
+
+async def throttled(variant: Sequence[str], log_dir: Path, requests: int, light: int) -> dict:
+    """Behind the gateway (``variant`` flags), two stand-in workers answer every request of one tenant 429
+    with ``Retry-After`` and serve the others. The throttled tenant sends ``requests`` requests at once,
+    then a light tenant ``light`` one after another. Returns what each saw and how often each request
+    reached a worker (a gateway that retries a 429 sends it again, at once, despite ``Retry-After``)."""
+    from aiohttp import web
+
+    arrivals: Counter[str] = Counter()  # prompt -> times it reached a worker
+    ports: Counter[int] = Counter()
+
+    async def worker(port, request):
+        if request.method != "POST":
+            return _answer()
+        body = await request.json()
+        arrivals[body.get("text", "")] += 1
+        ports[port] += 1
+        if request.headers.get("x-smg-routing-key") == THROTTLED:
+            return web.json_response({"error": {"message": "throttled: above its fair share", "code": 429}},
+                                     status=429, headers={"Retry-After": str(RETRY_AFTER_S)})
+        return _answer()
+
+    async with stand_in_workers(2, worker) as urls:
+        gateway = Gateway.around(urls, [*GATEWAY, *variant], log_dir)
+        try:
+            await asyncio.to_thread(gateway.__enter__)
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+                async def post(client: str, text: str) -> tuple[int, str | None, float]:
+                    start = time.perf_counter()
+                    body = {"text": text, "sampling_params": {"max_new_tokens": 8}}
+                    try:
+                        async with session.post(gateway.base_url + "/generate", json=body,
+                                                headers={"x-smg-routing-key": client}) as reply:
+                            await reply.read()
+                            return reply.status, reply.headers.get("Retry-After"), time.perf_counter() - start
+                    except aiohttp.ClientError:
+                        return -1, None, time.perf_counter() - start
+
+                flood = await asyncio.gather(*(post(THROTTLED, f"flood request {i}") for i in range(requests)))
+                after = [await post("light", f"light request {i}") for i in range(light)]
+        finally:
+            await asyncio.to_thread(gateway.__exit__, None, None, None)
+    attempts = [arrivals[f"flood request {i}"] for i in range(requests)]
+    return {"throttled": dict(Counter(status for status, _, _ in flood)),
+            "retry_after_passed": sum(1 for _, header, _ in flood if header is not None),
+            "attempts": {"min": min(attempts), "max": max(attempts), "total": sum(attempts)},
+            "throttled_latency_max_s": max(t for _, _, t in flood),
+            "light": dict(Counter(status for status, _, _ in after)),
+            "light_reached_workers": sum(arrivals[f"light request {i}"] for i in range(light)),
+            "workers": sorted(ports.values())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--period", type=float, default=0.5, help="the light tenant's pause between requests, s")
     parser.add_argument("--forwarding", action="store_true", help="instead: which identity headers and body "
                         "fields the gateway passes on, seen by a stand-in worker (seconds, no model)")
+    parser.add_argument("--throttled", action="store_true", help="instead: what the gateway does with a worker's "
+                        "429 + Retry-After to one tenant, seen by stand-in workers (seconds, no model)")
     parser.add_argument("--log-dir", default="/tmp/behind-gateway", help="where the servers' and gateway's logs go")
     args = parser.parse_args(argv)
     if missing := gateway_missing():
@@ -187,6 +276,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path}: " + ", ".join(f"{field} {'passed' if ok else 'DROPPED'}" for field, ok in fields.items()))
         return 0
     variants = [""] + (args.variant or DEFAULT_VARIANTS)
+    if args.throttled:
+        for k, variant in enumerate(variants):
+            seen = asyncio.run(throttled(variant.split(), Path(args.log_dir) / f"throttled-{k}", args.bad,
+                                         args.requests))
+            print(f"== {variant or 'gateway defaults'}")
+            print(f"  throttled tenant: {args.bad} requests answered {seen['throttled']}, Retry-After passed on "
+                  f"{seen['retry_after_passed']}; each reached a worker {seen['attempts']['min']}-"
+                  f"{seen['attempts']['max']} times ({seen['attempts']['total']} in all), slowest answer "
+                  f"{seen['throttled_latency_max_s']:.2f} s")
+            print(f"  light tenant after it: {args.requests} requests answered {seen['light']}, "
+                  f"{seen['light_reached_workers']} reached a worker")
+        return 0
     for k, variant in enumerate(variants):
         flags = variant.split()
         name = variant or "gateway defaults"

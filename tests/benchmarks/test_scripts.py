@@ -117,6 +117,13 @@ def test_behind_gateway(tmp_path: Path) -> None:
     seen = _run("behind_gateway", "--forwarding", "--log-dir", str(tmp_path / "forwarding"))
     assert {line.split(":")[0] for line in seen.splitlines()} == {"/generate", "/v1/completions", "/v1/chat/completions"}
     assert all("header x-smg-routing-key passed" in line for line in seen.splitlines())
+    throttled = _run("behind_gateway", "--throttled", "--bad", "4", "--requests", "2", "--variant=--disable-retries",
+                     "--log-dir", str(tmp_path / "throttled")).split("== ")
+    assert [block.splitlines()[0] for block in throttled[1:]] == ["gateway defaults", "--disable-retries"]
+    # without retries every 429 reaches the tenant once, with its Retry-After, and the others are served
+    assert ("4 requests answered {429: 4}, Retry-After passed on 4; each reached a worker 1-1 times (4 in all)"
+            in throttled[2])
+    assert "2 requests answered {200: 2}, 2 reached a worker" in throttled[2]
 
 
 def test_open_flood_sim(tmp_path: Path) -> None:
