@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
 import logging
 import random
 import re
@@ -141,7 +140,7 @@ PROBES = {
 
 @contextlib.asynccontextmanager
 async def stand_in_workers(count: int, handler):
-    """``count`` HTTP servers on free ports answering every request with ``handler(port, request)``: workers
+    """``count`` HTTP servers on free ports answering every request with ``handler(request)``: workers
     the gateway can route to that record what reaches them, with no model behind them."""
     from aiohttp import web
 
@@ -154,7 +153,7 @@ async def stand_in_workers(count: int, handler):
         for _ in range(count):
             port = pick_free_port()
             app = web.Application()
-            app.router.add_route("*", "/{tail:.*}", functools.partial(handler, port))
+            app.router.add_route("*", "/{tail:.*}", handler)
             runner = web.AppRunner(app)
             await runner.setup()
             runners.append(runner)
@@ -166,17 +165,17 @@ async def stand_in_workers(count: int, handler):
             await runner.cleanup()
 
 
-def _answer(text: str = "x"):
+def _answer():
     from aiohttp import web
 
-    return web.json_response({"text": text, "meta_info": {"prompt_tokens": 1, "completion_tokens": 1}})
+    return web.json_response({"text": "x", "meta_info": {"prompt_tokens": 1, "completion_tokens": 1}})
 
 
 async def forwarding(log_dir: Path) -> dict[str, dict[str, bool]]:
     """Route -> each identity field sent -> whether it reached a stand-in worker behind the gateway."""
     received: dict[str, tuple[dict, dict]] = {}
 
-    async def worker(port, request):
+    async def worker(request):
         if request.method == "POST":
             received[request.path] = ({k.lower(): v for k, v in request.headers.items()}, await request.json())
         return _answer()
@@ -211,14 +210,12 @@ async def throttled(variant: Sequence[str], log_dir: Path, requests: int, light:
     from aiohttp import web
 
     arrivals: Counter[str] = Counter()  # prompt -> times it reached a worker
-    ports: Counter[int] = Counter()
 
-    async def worker(port, request):
+    async def worker(request):
         if request.method != "POST":
             return _answer()
         body = await request.json()
         arrivals[body.get("text", "")] += 1
-        ports[port] += 1
         if request.headers.get("x-smg-routing-key") == THROTTLED:
             return web.json_response({"error": {"message": "throttled: above its fair share", "code": 429}},
                                      status=429, headers={"Retry-After": str(RETRY_AFTER_S)})
@@ -250,8 +247,7 @@ async def throttled(variant: Sequence[str], log_dir: Path, requests: int, light:
             "attempts": {"min": min(attempts), "max": max(attempts), "total": sum(attempts)},
             "throttled_latency_max_s": max(t for _, _, t in flood),
             "light": dict(Counter(status for status, _, _ in after)),
-            "light_reached_workers": sum(arrivals[f"light request {i}"] for i in range(light)),
-            "workers": sorted(ports.values())}
+            "light_reached_workers": sum(arrivals[f"light request {i}"] for i in range(light))}
 
 
 def main(argv: list[str] | None = None) -> int:
