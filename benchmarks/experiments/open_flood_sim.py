@@ -15,7 +15,10 @@ programs, the same arrival times) on the same cluster; a light program's
 slowdown is its latency beside the flood over its latency alone. Printed per
 workload and system: the light programs' P50 / P99 slowdown, their P99
 latency, throughput (service per second, the whole run) and the cache hit
-rate; then the targets, ratios within the run.
+rate, and the decode step a decoded token waited for on average (``step ms``:
+beside the flood, and with the light traffic alone), which no admission
+order shortens for a request already running; then the targets, ratios
+within the run.
 
 Systems: ``d2lpm`` (``--policy dlpm --dp D``: DLPM workers, the cluster-wide
 DLPM router ``d2lpm_global``), ``d2lpm+isolation`` (with
@@ -102,10 +105,16 @@ def run_system(name: str, wl: Workload, workers: int, seed: int) -> dict:
         raise SystemExit(f"{name} on {wl.name}: {len(light_only.programs) - len(light)} light programs unanswered")
     slowdowns = [beside[pid] / idle[pid] for pid in light]
     overall = summarize(full.records, well_behaved={c: c != FLOODER for c in wl.clients})["overall"]
-    return {"light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": p99(slowdowns),
+    return {"decode_step_ms": _token_step_ms(full), "decode_step_ms_alone": _token_step_ms(alone),"light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": p99(slowdowns),
             "light_p99_s": p99([beside[pid] for pid in light]), "light_idle_p50_s": statistics.median(idle.values()),
             "throughput": overall["throughput"]["service_per_s"], "hit_rate": overall["cache_hit_rate"],
             "light_programs": len(light), "preemptions": sum(w["preemptions"] for w in full.meta["workers"])}
+
+
+def _token_step_ms(result) -> float:
+    """The decode step a decoded token waited for, on average over every worker's tokens, ms."""
+    workers = result.meta["workers"]
+    return sum(w["decode_token_ms"] for w in workers) / max(1, sum(w["decode_tokens"] for w in workers))
 
 
 def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
@@ -123,11 +132,12 @@ def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
 
 def format_table(title: str, table: dict[str, dict]) -> str:
     lines = [title, f"{'system':<17}{'p50/idle':>10}{'p99/idle':>10}{'p99 s':>9}{'idle p50 s':>12}"
-                    f"{'service/s':>11}{'hit':>6}{'preempt':>9}"]
+                    f"{'service/s':>11}{'hit':>6}{'preempt':>9}{'step ms':>9}{'alone':>7}"]
     for name, row in table.items():
         lines.append(f"{name:<17}{row['light_p50_slowdown']:>9.2f}x{row['light_p99_slowdown']:>9.2f}x"
                      f"{row['light_p99_s']:>9.2f}{row['light_idle_p50_s']:>12.2f}{row['throughput']:>11.0f}"
-                     f"{row['hit_rate']:>6.2f}{row['preemptions']:>9}")
+                     f"{row['hit_rate']:>6.2f}{row['preemptions']:>9}{row['decode_step_ms']:>9.1f}"
+                     f"{row['decode_step_ms_alone']:>7.1f}")
     lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
 

@@ -126,5 +126,10 @@ class CostModel:
         last = context_tokens + batch * (steps - 1)
         if batch > d.max_batch or last > d.max_context * batch:
             self.extrapolated["decode"] += steps  # counted per step, conservatively
+        return self.decode_series_ms(batch, context_tokens, steps)
+
+    def decode_series_ms(self, batch: int, context_tokens: int, steps: int) -> float:
+        """What ``decode_steps_ms`` charges, without counting extrapolations (for statistics)."""
+        d = self.profile.decode
         first = d.a + d.b * batch + d.c * context_tokens
         return steps * first + d.c * batch * steps * (steps - 1) / 2  # arithmetic series

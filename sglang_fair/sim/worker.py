@@ -127,6 +127,10 @@ class _Segment:
 class WorkerStats:
     prefill_batches: int = 0
     decode_steps: int = 0
+    decode_tokens: int = 0  # tokens decoded: batch x steps
+    # each decoded token's step time, summed, ms: over decode_tokens, the step a running request waits
+    # for per token, which grows with the batch it shares
+    decode_token_ms: float = 0.0
     retractions: int = 0
     evicted_tokens: int = 0
     prefill_tokens: int = 0  # tokens computed by prefills (extend, chunks, re-prefills)
@@ -434,6 +438,8 @@ class SimWorker:
         self._make_room(seg.batch * k)
         self.private += seg.batch * k
         self.stats.decode_steps += k
+        self.stats.decode_tokens += seg.batch * k
+        self.stats.decode_token_ms += seg.batch * self.cost.decode_series_ms(seg.batch, seg.ctx0, k)
         self.new_token_ratio = max(self.new_token_ratio - self.ratio_decay * k, self.ratio_min)
         still = []
         for req in self.running:

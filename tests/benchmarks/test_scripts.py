@@ -133,6 +133,8 @@ def test_open_flood_sim(tmp_path: Path) -> None:
     assert list(table) == ["d2lpm", "preble"]
     # a light program is never faster beside a flood than alone on the same cluster
     assert all(row["light_p50_slowdown"] >= 1.0 and row["light_programs"] > 0 for row in table.values())
+    # a decoded token waits for a longer step in the flood's batches than in the light traffic's own
+    assert all(row["decode_step_ms"] > row["decode_step_ms_alone"] > 0 for row in table.values())
     assert "d2lpm throughput / preble's" in out
 
 

@@ -306,3 +306,21 @@ def test_the_simulated_cluster_wide_dlpm_takes_the_policy_quantum():
     assert own.router.fair.options.quantum == 4096
     paper = SimCluster(SimConfig(num_workers=2, router="d2lpm"), FairOptions(quantum=256.0))
     assert paper.router.quantum != 256.0  # Algorithm 2's Q^w is its own
+
+
+def test_decode_statistics_charge_each_token_the_step_it_waited_for():
+    from sglang_fair.sim.costmodel import load_profile
+
+    def run(requests: int):
+        wl = Workload("batch", [Program(f"p{i}", "a", 0.0, (Call(tuple(range(i * 100, i * 100 + 50)), 40),))
+                                for i in range(requests)])
+        stats = SimBackend(policy="fcfs").run(wl, progress=False).meta["workers"][0]
+        return stats["decode_tokens"], stats["decode_token_ms"] / stats["decode_tokens"]
+
+    tokens, alone = run(1)
+    d = load_profile("h100-llama-3.1-8b").decode  # the simulator's default profile
+    assert 38 <= tokens <= 40  # every token after the prefill's first is a decode step's
+    # one request's steps read its own 50-90 token context
+    assert d.a + d.b + d.c * 50 <= alone <= d.a + d.b + d.c * 91
+    tokens, shared = run(32)
+    assert tokens >= 32 * 38 and shared > alone + d.b * 30  # a token in a batch of 32 waits for a longer step
