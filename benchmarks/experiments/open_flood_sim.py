@@ -105,7 +105,8 @@ def run_system(name: str, wl: Workload, workers: int, seed: int) -> dict:
         raise SystemExit(f"{name} on {wl.name}: {len(light_only.programs) - len(light)} light programs unanswered")
     slowdowns = [beside[pid] / idle[pid] for pid in light]
     overall = summarize(full.records, well_behaved={c: c != FLOODER for c in wl.clients})["overall"]
-    return {"decode_step_ms": _token_step_ms(full), "decode_step_ms_alone": _token_step_ms(alone),"light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": p99(slowdowns),
+    return {"decode_step_ms": _token_step_ms(full), "decode_step_ms_alone": _token_step_ms(alone),
+            "light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": p99(slowdowns),
             "light_p99_s": p99([beside[pid] for pid in light]), "light_idle_p50_s": statistics.median(idle.values()),
             "throughput": overall["throughput"]["service_per_s"], "hit_rate": overall["cache_hit_rate"],
             "light_programs": len(light), "preemptions": sum(w["preemptions"] for w in full.meta["workers"])}

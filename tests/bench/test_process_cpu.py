@@ -31,11 +31,15 @@ def test_by_role_counts_what_each_process_spent_between_snapshots():
 
 
 def test_snapshot_sees_a_busy_child_process():
-    spin_then_sleep = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\ntime.sleep(30)"
-    child = subprocess.Popen([sys.executable, "-c", spin_then_sleep])
+    # the child spins only once told to, so all of its 0.3 s of CPU falls after the first snapshot
+    spin_then_sleep = ("import sys, time\nsys.stdin.readline()\nend = time.process_time() + 0.3\n"
+                       "while time.process_time() < end: pass\ntime.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", spin_then_sleep], stdin=subprocess.PIPE, text=True)
     try:
         before = snapshot(os.getpid())
         assert before[child.pid][0] == "other"
+        child.stdin.write("go\n")
+        child.stdin.flush()
         deadline = time.monotonic() + 20
         while by_role(before, snapshot(os.getpid()))["other"] < 0.2 and time.monotonic() < deadline:
             time.sleep(0.1)
