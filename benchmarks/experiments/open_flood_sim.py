@@ -25,11 +25,18 @@ DLPM router ``d2lpm_global``), ``d2lpm+isolation`` (with
 ``--fair-isolation``), ``preble`` and ``cache_aware`` (SGLang gateway's rule),
 both with LPM workers. The simulator is deterministic: one run each.
 
+``--chunked-prefill-size`` and ``--enable-mixed-chunk`` set SGLang's options of
+the same names on every worker of every system. A mixed prefill carries one
+decode step of the running batch, so a running request is not held up by a
+run of long prefills; the simulator times it as the prefill plus that decode
+step less its fixed cost (an estimate: the profile holds no mixed step).
+
 With ``--grid docs/sim-trends/grid.json`` it instead reads the paper grid and
 prints, per cell, how much its well-behaved clients gain over Preble at P50,
 what they offer against their fair share, and how long they wait.
 
     PYTHONPATH=. python benchmarks/experiments/open_flood_sim.py [--workloads tot qa judge] [--workers 8] [--json F]
+        [--chunked-prefill-size 2048] [--enable-mixed-chunk]
     PYTHONPATH=. python benchmarks/experiments/open_flood_sim.py --grid docs/sim-trends/grid.json
 """
 
@@ -87,11 +94,14 @@ def offered_by_client(wl: Workload) -> dict[str, float]:
     return {c: offered_service(Workload(c, [p for p in wl.programs if p.client == c])) for c in wl.clients}
 
 
-def run_system(name: str, wl: Workload, workers: int, seed: int) -> dict:
+def run_system(name: str, wl: Workload, workers: int, seed: int, engine: dict | None = None) -> dict:
+    """``engine``: SGLang settings every worker of every system gets (``chunked_prefill_size``,
+    ``enable_mixed_chunk``)."""
     policy, router, options = SYSTEMS[name]
 
     def simulate(workload: Workload):
-        backend = SimBackend(policy=policy, seed=seed, num_workers=workers, router=router, **(SIM | options))
+        backend = SimBackend(policy=policy, seed=seed, num_workers=workers, router=router,
+                             **(SIM | (engine or {}) | options))
         result = backend.run(workload, progress=False)
         if result.partial:
             raise SystemExit(f"{name} on {workload.name}: run incomplete: {result.errors[:3]}")
@@ -174,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--light", type=float, default=0.05, help="each light client's offered service / capacity")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of arrivals")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chunked-prefill-size", type=int, default=8192,
+                        help="every worker's SGLang --chunked-prefill-size (default %(default)s)")
+    parser.add_argument("--enable-mixed-chunk", action="store_true",
+                        help="every worker runs SGLang's --enable-mixed-chunk: a prefill also decodes the running batch")
     parser.add_argument("--json", help="write the tables as JSON here")
     parser.add_argument("--grid", help="instead: the paper grid's grid.json (sim_trends.py), read for how much its "
                         "well-behaved clients offer against their fair share")
@@ -189,16 +203,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.flood > 0 and 0 < args.light < 0.25 and args.duration > 0 and args.workers >= 1):
         parser.error("need --flood > 0, 0 < --light < 0.25 (under a fair share of 1/4), --duration > 0, --workers >= 1")
+    if args.chunked_prefill_size < 1:
+        parser.error(f"--chunked-prefill-size must be a positive number of tokens, got {args.chunked_prefill_size}")
+    engine = {"chunked_prefill_size": args.chunked_prefill_size, "enable_mixed_chunk": args.enable_mixed_chunk}
+    settings = f"chunked prefill {args.chunked_prefill_size}" + (", mixed chunk" if args.enable_mixed_chunk else "")
     tables = {}
     for workload in args.workloads:
         wl = flood_workload(workload, args.workers, args.flood, args.light, args.duration, args.seed)
         table = {}
         for name in args.systems:
             print(f"[{workload}] {name} ...", file=sys.stderr, flush=True)
-            table[name] = run_system(name, wl, args.workers, args.seed)
+            table[name] = run_system(name, wl, args.workers, args.seed, engine)
         tables[workload] = table
         title = (f"{workload}: D = {args.workers}, flood {args.flood:g}x capacity, 3 light clients {args.light:g}x "
-                 f"each, {args.duration:g} s of arrivals ({len(wl.programs)} programs)")
+                 f"each, {args.duration:g} s of arrivals ({len(wl.programs)} programs); {settings}")
         print(format_table(title, table) + "\n", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -33,11 +33,27 @@ and preemption neither charges nor refunds, so DLPM's bound holds unchanged
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from sglang_fair.core.ledger import ServiceLedger
 from sglang_fair.core.options import FairOptions
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
+
+
+def fair_share(activity: Mapping[str, ClientActivity], weight_of: Callable[[str], float]) -> float:
+    """``R / W``: running requests per unit of weight of the clients with requests queued or running."""
+    running = weight = 0.0
+    for client, act in activity.items():
+        if not act.idle:
+            running += act.running
+            weight += weight_of(client)
+    return running / weight if weight else 0.0
+
+
+def above_fair_share(activity: Mapping[str, ClientActivity], weight_of: Callable[[str], float]) -> set[str]:
+    """The clients running more than their share ``R / W`` per unit of their weight."""
+    fair = fair_share(activity, weight_of)
+    return {c for c, act in activity.items() if act.running / weight_of(c) > fair}
 
 
 class LatencyIsolation:
@@ -53,12 +69,7 @@ class LatencyIsolation:
 
     def fair_share(self) -> float:
         """``R / W``: running requests per unit of weight of the active clients."""
-        running = weight = 0.0
-        for client, act in self.activity.items():
-            if not act.idle:
-                running += act.running
-                weight += self.options.weight_of(client)
-        return running / weight if weight else 0.0
+        return fair_share(self.activity, self.options.weight_of)
 
     def may_take_from(self, client: str, victim_client: str, fair: float | None = None) -> bool:
         """The share rule: ``client`` may take one slot of ``victim_client``."""

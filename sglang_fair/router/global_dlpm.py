@@ -21,7 +21,12 @@ code every worker runs) over the whole cluster's waiting requests:
 * one deficit counter per client, refilled by ``quantum`` only when no
   waiting client has a positive one (Algorithm 1's CHECKREFILL), gates them;
 * a dispatch charges w_e x the part of the prompt *not* cached on the chosen
-  worker, and every output token w_q as the workers report progress.
+  worker, and every output token w_q as the workers report progress;
+* a client running more than its share of the dispatched requests is not
+  spread for latency (Preble's rebalance and exploit rules): a room that does
+  not cache most of its prompt, while another worker does, goes to another
+  candidate if one may take it; recomputing a prefix there would come out of
+  everyone's throughput, to shorten the wait of the client that has most.
 
 A worker with room always receives work while any request waits (DLPM's walk
 is work-conserving), so the cluster is work-conserving up to the feedback
@@ -53,6 +58,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sglang_fair.core import FairOptions, FairScheduler
+from sglang_fair.core.isolation import above_fair_share
 from sglang_fair.core.options import DEFAULT_QUANTUM, SettingsUpdate
 from sglang_fair.core.requests import TrackedRequest
 from sglang_fair.router.base import HOLD_REASONS, Dispatch, RouterSnapshot
@@ -372,22 +378,28 @@ class GlobalDLPMRouter(IndexedRouter):
         if not clients and self.fair.policy.check_refill():  # type: ignore[attr-defined]
             clients = self._positive_clients(only_clients)
         self._mark_stale(self.index.take_removals())
+        over_share = above_fair_share(self.fair.activity, self.fair.options.weight_of)
         keyed: list[tuple[int, int, int, TrackedRequest]] = []
         for reqs in clients:
             for tracked in itertools.islice(reqs.values(), self.candidates_per_client):
                 held: _Waiting = tracked.payload  # type: ignore[assignment]
                 if held.stale:
                     held.rank_by(self.index.refresh(held.match, touch=False), self.num_workers)
-                best = only if only is not None else self._best_room(held, rooms)
+                best = only if only is not None else self._best_room(held, rooms, tracked.client in over_share)
                 held.room = best
                 cached = tracked.cached_len = held.lens[best]
                 keyed.append((-cached, held.length - cached, tracked.seq, tracked))
         keyed.sort()  # seq is unique: tuples never compare the requests themselves
+        fallback = None
         for tracked in self.fair.walk([k[3] for k in keyed]):
             held = tracked.payload  # type: ignore[assignment]
-            if not self._belongs_elsewhere(held, held.room) and not self._shares_pending_prefill(held, held.room):
-                return tracked, held.room
-        return None
+            if self._belongs_elsewhere(held, held.room) or self._shares_pending_prefill(held, held.room):
+                continue
+            if tracked.client in over_share and self._recomputes_elsewhere(held, held.room):
+                fallback = fallback or tracked
+                continue
+            return tracked, held.room
+        return (fallback, fallback.payload.room) if fallback is not None else None  # type: ignore[union-attr]
 
     def _mark_stale(self, prefixes: set[bytes]) -> None:
         """Held requests whose prompt starts with one of ``prefixes`` (packed) must be looked up again."""
@@ -408,11 +420,12 @@ class GlobalDLPMRouter(IndexedRouter):
         return [reqs for client, reqs in self.waiting.items()
                 if deficits.get(client, 0.0) > 0 and (only is None or client in only)]
 
-    def _best_room(self, held: _Waiting, rooms: list[int]) -> int:
-        """The room caching most of the prompt (then least loaded), unless rebalance moves it."""
+    def _best_room(self, held: _Waiting, rooms: list[int], over_share: bool = False) -> int:
+        """The room caching most of the prompt (then least loaded), unless rebalance moves it
+        (never the request of a client over its share: its cache room is as free as the lighter one)."""
         load, local_tokens, lens = self.load, self.local_tokens, held.lens
         best = max(rooms, key=lambda w: (lens[w], -load[w], -local_tokens[w], -w))
-        return self._rebalanced(held, lens, best, rooms)
+        return best if over_share else self._rebalanced(held, lens, best, rooms)
 
     def _rebalanced(self, held: _Waiting, lens: list[int], best: int, rooms: list[int]) -> int:
         """Preble's rebalance: the worker caching most is skipped when its work in
@@ -442,6 +455,20 @@ class GlobalDLPMRouter(IndexedRouter):
         holders = [h for h in range(self.num_workers) if held.holders >> h & 1 and self.alive[h]]
         recompute = self.input_weight * (held.length - here)
         return bool(holders) and min(load[h] for h in holders) <= self.affinity_ratio * load[worker] + recompute
+
+    def _recomputes_elsewhere(self, held: _Waiting, worker: int) -> bool:
+        """Most of the prompt is cached on another live worker and not here. For a client
+        running more than its share, ``_pick`` gives such a room to another candidate when
+        one may take it (else to this one: no room idles): Preble's rule spends a prefill
+        to shorten one request's wait, but the room would be used anyway, so the prefill
+        comes out of the cluster's throughput, and the over-share client's wait is not
+        what needs shortening."""
+        if self.affinity_ratio is None:
+            return False
+        here = held.lens[worker]
+        if held.length <= here or 2 * held.length <= len(held.tokens):
+            return False
+        return any(held.holders >> h & 1 and self.alive[h] and h != worker for h in range(self.num_workers))
 
     def _shares_pending_prefill(self, held: _Waiting, worker: int) -> bool:
         """The request waiting in ``worker``'s local queue will compute a prefix of this

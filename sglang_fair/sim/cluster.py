@@ -37,6 +37,7 @@ class SimConfig:
     max_prefill_tokens: int = 16384
     max_running_requests: int = 1024
     lpm_queue_limit: int = 128  # SGLang matches/sorts at most this many waiting requests for LPM
+    enable_mixed_chunk: bool = False  # SGLang's --enable-mixed-chunk: prefills carry a decode step
     feedback_delay_s: float = 0.0  # router learns of finishes/cache changes this much later
     vocab_size: int = 32000  # range of the synthesized output token ids
 
@@ -66,6 +67,7 @@ class SimCluster:
             max_prefill_tokens=config.max_prefill_tokens,
             max_running_requests=config.max_running_requests,
             lpm_queue_limit=config.lpm_queue_limit,
+            enable_mixed_chunk=config.enable_mixed_chunk,
         )
         wc.check()
         self.worker_config = wc

@@ -120,6 +120,13 @@ class CostModel:
         """One decode step of ``batch`` requests holding ``context_tokens`` in all."""
         return self.decode_steps_ms(batch, context_tokens, 1)
 
+    def mixed_decode_ms(self, batch: int, context_tokens: int) -> float:
+        """What ``batch`` decode rows add to a prefill forward they are mixed into (SGLang's
+        ``--enable-mixed-chunk``): one decode step without its fixed cost, which the forward
+        already pays. An estimate: the profiles hold no mixed step."""
+        d = self.profile.decode
+        return self.decode_ms(batch, context_tokens) - d.a
+
     def decode_steps_ms(self, batch: int, context_tokens: int, steps: int) -> float:
         """``steps`` decode steps of a constant batch; context grows by ``batch`` a step."""
         d = self.profile.decode

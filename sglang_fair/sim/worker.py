@@ -15,6 +15,10 @@ Semantics follow SGLang 0.5.23's default (non-mixed) scheduler:
   earlier one last (SGLang's in-batch prefix check);
   a prompt longer than the chunk budget is prefilled in chunks over several
   iterations;
+* with ``enable_mixed_chunk`` (SGLang's ``--enable-mixed-chunk``) a prefill
+  iteration also decodes the running batch one step (``mix_with_running``);
+  the running batch's size comes off the prefill and chunk budgets, and rows
+  that find no KV slot sit the step out, as in SGLang;
 * decode needs one KV slot per running request per step; when the pool
   (free + evictable cache) runs out, requests are retracted (fewest outputs,
   longest prompt first) back to the queue and ``new_token_ratio`` is raised;
@@ -61,6 +65,7 @@ class WorkerConfig:
     # requests (WAITING_QUEUE_PREFIX_MATCH_MAX) and is FCFS beyond; the
     # binding keeps SGLang's sort, so cache-aware policies see the same.
     lpm_queue_limit: int = 128
+    enable_mixed_chunk: bool = False  # SGLang's --enable-mixed-chunk
 
     def check(self) -> None:
         for name in ("kv_pool_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests",
@@ -143,6 +148,8 @@ class IterationResult:
     end: float
     finished: list[SimRequest] = field(default_factory=list)
     prefilled: list[SimRequest] = field(default_factory=list)  # first token or prompt now cached
+    decoded: list[SimRequest] = field(default_factory=list)  # running rows a mixed prefill decoded one step
+    start: float = 0.0
 
 
 class SimWorker:
@@ -211,9 +218,12 @@ class SimWorker:
         if (self.waiting and (not self.batch_is_full or self._starved())) or self.chunked is not None:
             batch = self._admit()
         if batch:
-            dur = self.cost.prefill_ms([(r.target - r.computed, r.computed) for r in batch]) / 1000.0
+            ms = self.cost.prefill_ms([(r.target - r.computed, r.computed) for r in batch])
             self._allocate_prefill(batch)
-            self.pending = IterationResult(now + dur, prefilled=batch)
+            decoded = self._mix_running()
+            if decoded:
+                ms += self.cost.mixed_decode_ms(len(decoded), sum(r.computed + r.private for r in decoded))
+            self.pending = IterationResult(now + ms / 1000.0, prefilled=batch, decoded=decoded, start=now)
             self.stats.prefill_batches += 1
             return self.pending.end
         if not self.running:
@@ -280,8 +290,11 @@ class SimWorker:
         c = self.config
         rem_total = self.available() + self.cache.evictable_size - sum(
             int(min(r.max_new - r.out, c.clip_max_new_tokens) * self.new_token_ratio) for r in self.running)
-        rem_input = c.max_prefill_tokens
-        rem_chunk = c.chunked_prefill_size
+        # A mixed prefill's decode rows take one token each of both budgets (PrefillAdder's
+        # mixed_with_decode_tokens); at least one chunk token is left so a chunked prefill moves on.
+        mixed = len(self.running) if c.enable_mixed_chunk else 0
+        rem_input = c.max_prefill_tokens - mixed
+        rem_chunk = max(c.chunked_prefill_size - mixed, 1)
         batch: list[SimRequest] = []
         if self.chunked is not None:  # a chunked prefill continues first
             req = self.chunked
@@ -398,7 +411,20 @@ class SimWorker:
             raise SimulationError(f"worker {self.rank}: KV pool overcommitted ({tokens} needed, "
                                   f"{self.available()} free)")
 
+    def _mix_running(self) -> list[SimRequest]:
+        """With mixed chunking, the running rows that decode in this prefill iteration (their KV
+        slots taken now); none when they do not all fit, as SGLang's ``check_decode_mem``."""
+        if not self.config.enable_mixed_chunk or not self.running:
+            return []
+        if len(self.running) > self.available() + self.cache.evictable_size:
+            return []
+        self._make_room(len(self.running))
+        self.private += len(self.running)
+        return list(self.running)
+
     def _finish_prefill(self, result: IterationResult) -> None:
+        if result.decoded:
+            self._finish_mixed_decode(result)
         for req in result.prefilled:
             self.stats.prefill_tokens += req.target - req.computed
             self._checkpoint(req, req.fill()[: req.target])
@@ -454,6 +480,20 @@ class SimWorker:
         self.running = still
         for req in result.finished:
             self._finish(req, result, in_running=False)
+
+    def _finish_mixed_decode(self, result: IterationResult) -> None:
+        """One decode step of the rows a mixed prefill carried; each waited the whole iteration."""
+        rows = result.decoded
+        self.stats.decode_steps += 1
+        self.stats.decode_tokens += len(rows)
+        self.stats.decode_token_ms += len(rows) * (result.end - result.start) * 1000.0
+        for req in rows:
+            req.out += 1
+            req.private += 1
+            req.produced_at(self.now)
+            self.scheduler.produced(req.tracked, req.out)
+        for req in [r for r in rows if r.out >= r.max_new]:
+            self._finish(req, result)
 
     def _finish(self, req: SimRequest, result: IterationResult, in_running: bool = True) -> None:
         # The KV of every token but the last one generated is cached.

@@ -138,6 +138,18 @@ def test_open_flood_sim(tmp_path: Path) -> None:
     assert "d2lpm throughput / preble's" in out
 
 
+def test_open_flood_sim_with_mixed_chunks(tmp_path: Path) -> None:
+    out = _run("open_flood_sim", "--workloads", "qa", "--workers", "2", "--duration", "2", "--systems", "d2lpm",
+               "--enable-mixed-chunk", "--chunked-prefill-size", "1024", "--json", str(tmp_path / "out.json"))
+    assert "chunked prefill 1024, mixed chunk" in out
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert data["args"]["enable_mixed_chunk"] is True and data["tables"]["qa"]["d2lpm"]["light_programs"] > 0
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "experiments" / "open_flood_sim.py"),
+                          "--chunked-prefill-size", "0"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "--chunked-prefill-size must be a positive number of tokens" in bad.stderr
+
+
 def test_open_flood_sim_reads_the_paper_grid() -> None:
     out = _run("open_flood_sim", "--grid", str(ROOT / "docs" / "sim-trends" / "grid.json"))
     cells = [line.split()[:3] for line in out.splitlines()[1:]]

@@ -410,6 +410,43 @@ def test_a_busy_holder_of_a_shared_template_is_rebalanced_to_a_light_worker() ->
     assert r2.route("b", "x", template + [2], 256) == 0  # no rebalance without the affinity rule
 
 
+def _template_placements(light_client: bool) -> list[int]:
+    """Where six requests of client x sharing a 400-token template go, after x has three
+    unrelated requests dispatched (and, with ``light_client``, another client one)."""
+    r = _router(2, quantum=1e6)
+    if light_client:
+        r.on_admitted("y0", r.route("y0", "light", [50_000 + j for j in range(8)], 4))
+    for k in range(3):
+        r.on_admitted(f"u{k}", r.route(f"u{k}", "x", [60_000 + 100 * k + j for j in range(50)], 64))
+    placed = []
+    for i in range(6):
+        placed.append(r.route(f"t{i}", "x", list(range(400)) + [10_000 + 100 * i + k for k in range(8)], 256))
+        r.on_admitted(f"t{i}", placed[-1])
+    return placed
+
+
+def test_a_client_over_its_share_is_not_spread_to_recompute_its_template() -> None:
+    # Alone, x is never over its share: Preble's rebalance spreads it over both workers.
+    assert set(_template_placements(light_client=False)) == {0, 1}
+    # Beside a light client, x (three running against one) is over its share: its template
+    # requests stay where the template is cached, and no worker computes it twice.
+    assert len(set(_template_placements(light_client=True))) == 1
+
+
+def test_a_room_only_a_recompute_can_fill_still_gets_it() -> None:
+    r = _router(2, quantum=1e6, local_queue_requests=1)
+    r.on_admitted("y0", r.route("y0", "light", [50_000 + j for j in range(8)], 4))
+    for k in range(3):
+        r.on_admitted(f"u{k}", r.route(f"u{k}", "x", [60_000 + 100 * k + j for j in range(50)], 64))
+    template = list(range(400))
+    holder = r.route("t0", "x", template + [1], 256)
+    r.on_admitted("t0", holder)
+    assert r.route("t1", "x", template + [2], 256) == holder  # its local queue is now full
+    # x is over its share and t2 would recompute the template on the other worker, but
+    # nothing else waits: the room is not left idle.
+    assert r.route("t2", "x", template + [3], 256) == 1 - holder
+
+
 def test_other_work_goes_ahead_of_a_request_whose_prefix_is_still_being_sent() -> None:
     # b shares a's 400 uncached tokens: sent while a waits, both would prefill them in one batch.
     r = _router(1, quantum=1e6, local_queue_requests=2)

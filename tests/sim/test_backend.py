@@ -174,11 +174,14 @@ def random_dag_workload(seed: int) -> Workload:
 @pytest.mark.parametrize("policy,router", [("fcfs", "round_robin"), ("lpm", "shortest_queue"),
                                            ("vtc", "per_client_round_robin"), ("dlpm", "d2lpm"),
                                            ("fairserve", "preble"), ("justitia", "cache_aware")])
-def test_conservation_under_memory_pressure(seed, policy, router):
-    """Tiny pools and chunks force eviction, retraction and chunked prefill; nothing is lost or leaked."""
+@pytest.mark.parametrize("mixed", [False, True])
+def test_conservation_under_memory_pressure(seed, policy, router, mixed):
+    """Tiny pools and chunks force eviction, retraction and chunked prefill (with and without
+    decode rows mixed into prefills); nothing is lost or leaked."""
     wl = random_dag_workload(seed)
     result = SimBackend(policy=policy, router=router, seed=seed, num_workers=3, kv_pool_tokens=2500,
-                        chunked_prefill_size=256, max_prefill_tokens=512).run(wl, progress=False)
+                        chunked_prefill_size=256, max_prefill_tokens=512,
+                        enable_mixed_chunk=mixed).run(wl, progress=False)
     assert result.errors == []  # includes the drained-worker check (no KV or lock leaks)
     assert len(result.records) == wl.num_calls() and all(r.ok for r in result.records)
     assert len({(r.program_id, r.call_index) for r in result.records}) == wl.num_calls()
