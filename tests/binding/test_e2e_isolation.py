@@ -3,7 +3,8 @@
 A flood fills every running slot, then a light client sends short requests one
 at a time. Isolation must preempt flood requests through SGLang's own
 preemption path, answer every request exactly once with all its tokens, and
-charge each token once (the per-client metrics against what the replies say).
+charge each token once (the per-client metrics against what the replies say),
+with SGLang's default scheduler and with mixed chunks (``--enable-mixed-chunk``).
 """
 
 from __future__ import annotations
@@ -48,10 +49,13 @@ def _metric(text: str, name: str, client: str) -> float:
     return sum(float(v) for v in found)
 
 
-@pytest.fixture(scope="module")
-def isolated_run():
+# Also with SGLang's mixed chunks, which decode the running batch inside prefills that
+# here come in 128-token chunks: preemption and charging must hold there too.
+@pytest.fixture(scope="module", params=[[], ["--enable-mixed-chunk", "--chunked-prefill-size", "128"]],
+                ids=["plain", "mixed-chunks"])
+def isolated_run(request):
     args = ["--policy", "dlpm", "--fair-isolation", "--fair-quantum", "256", "--max-running-requests", "4",
-            "--enable-metrics"]
+            "--enable-metrics", *request.param]
     with LocalServer(module="sglang_fair.launch_server", extra_args=args, max_total_tokens=4096,
                      skip_tokenizer_init=True) as server:
         flood, light = asyncio.run(_traffic(server.base_url))
