@@ -396,7 +396,8 @@ class GlobalDLPMRouter(IndexedRouter):
             if self._belongs_elsewhere(held, held.room) or self._shares_pending_prefill(held, held.room):
                 continue
             if tracked.client in over_share and self._recomputes_elsewhere(held, held.room):
-                fallback = fallback or tracked
+                if fallback is None:  # the room's taker if no one else may have it
+                    fallback = tracked
                 continue
             return tracked, held.room
         return (fallback, fallback.payload.room) if fallback is not None else None  # type: ignore[union-attr]

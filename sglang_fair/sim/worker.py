@@ -149,7 +149,7 @@ class IterationResult:
     finished: list[SimRequest] = field(default_factory=list)
     prefilled: list[SimRequest] = field(default_factory=list)  # first token or prompt now cached
     decoded: list[SimRequest] = field(default_factory=list)  # running rows a mixed prefill decoded one step
-    start: float = 0.0
+    start: float = 0.0  # when the iteration began (a mixed row waited from here to ``end``)
 
 
 class SimWorker:
