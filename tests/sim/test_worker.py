@@ -11,8 +11,8 @@ from sglang_fair.sim.costmodel import CostModel, load_profile
 from sglang_fair.sim.worker import SimRequest, SimWorker, WorkerConfig
 
 
-def _worker(policy: str, max_prefill_tokens: int, **config: object) -> SimWorker:
-    config = WorkerConfig(kv_pool_tokens=100_000, max_prefill_tokens=max_prefill_tokens, **config)
+def _worker(policy: str, max_prefill_tokens: int, **options: object) -> SimWorker:
+    config = WorkerConfig(kv_pool_tokens=100_000, max_prefill_tokens=max_prefill_tokens, **options)
     return SimWorker(0, config, FairOptions(policy=policy, quantum=1e6), CostModel(load_profile("h100-llama-3.1-8b")),
                      random.Random(0), vocab_size=1000)
 
@@ -65,7 +65,7 @@ def _decode_while_a_long_prompt_prefills(mixed: bool) -> tuple[SimWorker, SimReq
 
 def test_without_mixed_chunks_a_running_request_waits_for_a_whole_chunked_prefill() -> None:
     # SGLang runs a prefill whenever it can: five 1,024-token chunks in a row, no decode between.
-    _, a, outs = _decode_while_a_long_prompt_prefills(mixed=False)
+    _, _, outs = _decode_while_a_long_prompt_prefills(mixed=False)
     assert outs == [(1, 1024), (1, 2048), (1, 3072), (1, 4096), (1, 5000)]
 
 
