@@ -378,7 +378,9 @@ class GlobalDLPMRouter(IndexedRouter):
         if not clients and self.fair.policy.check_refill():  # type: ignore[attr-defined]
             clients = self._positive_clients(only_clients)
         self._mark_stale(self.index.take_removals())
-        over_share = above_fair_share(self.fair.activity, self.fair.options.weight_of)
+        # Clients over their share are not spread (both uses below are off without the affinity rule).
+        over_share = (set() if self.affinity_ratio is None
+                      else above_fair_share(self.fair.activity, self.fair.options.weight_of))
         keyed: list[tuple[int, int, int, TrackedRequest]] = []
         for reqs in clients:
             for tracked in itertools.islice(reqs.values(), self.candidates_per_client):
@@ -393,10 +395,15 @@ class GlobalDLPMRouter(IndexedRouter):
         fallback = None
         for tracked in self.fair.walk([k[3] for k in keyed]):
             held = tracked.payload  # type: ignore[assignment]
-            if self._belongs_elsewhere(held, held.room) or self._shares_pending_prefill(held, held.room):
+            holders = self._live_holders(held, held.room)
+            if self._belongs_elsewhere(held, held.room, holders) or self._shares_pending_prefill(held, held.room):
                 continue
-            if tracked.client in over_share and self._recomputes_elsewhere(held, held.room):
-                if fallback is None:  # the room's taker if no one else may have it
+            # A client over its share would recompute here what another worker caches: Preble's rule
+            # spends that prefill to shorten one request's wait, but the room would be used anyway, so
+            # it comes out of the cluster's throughput. Another candidate takes the room if one may
+            # (else this one: no room idles for it).
+            if holders and tracked.client in over_share:
+                if fallback is None:
                     fallback = tracked
                 continue
             return tracked, held.room
@@ -441,35 +448,24 @@ class GlobalDLPMRouter(IndexedRouter):
             return light
         return best
 
-    def _belongs_elsewhere(self, held: _Waiting, worker: int) -> bool:
-        """Most of the prompt is cached on another worker whose extra load is
-        smaller than the prefill it would cost to recompute here: leave the
-        request for that worker (Preble's exploit rule, priced in the same
-        service units). Only requests DLPM would dispatch now are passed
-        over, so this costs idle time, never fairness."""
+    def _live_holders(self, held: _Waiting, worker: int) -> list[int]:
+        """The live workers caching most of the prompt, when ``worker`` caches less of it
+        (empty without the affinity rule, or when the match is not most of the prompt)."""
         if self.affinity_ratio is None:
-            return False
-        here = held.lens[worker]
-        if held.length <= here or 2 * held.length <= len(held.tokens):
-            return False
-        load = self.load
-        holders = [h for h in range(self.num_workers) if held.holders >> h & 1 and self.alive[h]]
-        recompute = self.input_weight * (held.length - here)
-        return bool(holders) and min(load[h] for h in holders) <= self.affinity_ratio * load[worker] + recompute
+            return []
+        if held.length <= held.lens[worker] or 2 * held.length <= len(held.tokens):
+            return []
+        return [h for h in range(self.num_workers) if held.holders >> h & 1 and self.alive[h]]
 
-    def _recomputes_elsewhere(self, held: _Waiting, worker: int) -> bool:
-        """Most of the prompt is cached on another live worker and not here. For a client
-        running more than its share, ``_pick`` gives such a room to another candidate when
-        one may take it (else to this one: no room idles): Preble's rule spends a prefill
-        to shorten one request's wait, but the room would be used anyway, so the prefill
-        comes out of the cluster's throughput, and the over-share client's wait is not
-        what needs shortening."""
-        if self.affinity_ratio is None:
+    def _belongs_elsewhere(self, held: _Waiting, worker: int, holders: list[int]) -> bool:
+        """Most of the prompt is cached on another worker (``holders``, from ``_live_holders``)
+        whose extra load is smaller than the prefill it would cost to recompute here: leave the
+        request for that worker (Preble's exploit rule, priced in the same service units). Only
+        requests DLPM would dispatch now are passed over, so this costs idle time, never fairness."""
+        if not holders or self.affinity_ratio is None:
             return False
-        here = held.lens[worker]
-        if held.length <= here or 2 * held.length <= len(held.tokens):
-            return False
-        return any(held.holders >> h & 1 and self.alive[h] and h != worker for h in range(self.num_workers))
+        recompute = self.input_weight * (held.length - held.lens[worker])
+        return min(self.load[h] for h in holders) <= self.affinity_ratio * self.load[worker] + recompute
 
     def _shares_pending_prefill(self, held: _Waiting, worker: int) -> bool:
         """The request waiting in ``worker``'s local queue will compute a prefix of this
