@@ -117,23 +117,25 @@ def _post(server: LocalServer, ids: list[int], client: str, max_new: int) -> tup
         return err.code, json.loads(err.read() or b"{}")
 
 
-def _wait_for_inflight(server: LocalServer, rank: int, timeout_s: float = 60.0) -> None:
-    """Until the router's gauge shows requests in flight on ``rank``."""
+def _wait_for_inflight(server: LocalServer, rank: int, busy: bool = True, timeout_s: float = 60.0) -> None:
+    """Until the router's gauge shows requests in flight on ``rank`` (``busy``), or none."""
     pattern = re.compile(rf'^sglang_fair_router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$', re.M)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
             found = pattern.search(reply.read().decode())
-        if found and float(found.group(1)) > 0:
+        if (float(found.group(1)) > 0 if found else False) == busy:
             return
         time.sleep(0.2)
-    raise AssertionError(f"no request in flight on worker {rank} after {timeout_s:.0f} s")
+    raise AssertionError(f"{'no' if busy else 'still a'} request in flight on worker {rank} after {timeout_s:.0f} s")
 
 
 def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: LocalServer) -> None:
     pids = _worker_pids(server)
     assert set(pids) == {0, 1}, pids
     assert _http_get(server, "/health")[0] == 200
+    # The gauge is refreshed about once a second: it may still show the previous test's requests.
+    _wait_for_inflight(server, rank=1, busy=False)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         # Long enough that a quiet machine is still decoding them when the worker dies.
         futures = [pool.submit(_post, server, [(97 * c + i) % 1000 + 1 for i in range(64)], f"c{c}", 600)
