@@ -30,13 +30,17 @@ the same names on every worker of every system. A mixed prefill carries one
 decode step of the running batch, so a running request is not held up by a
 run of long prefills; the simulator times it as the prefill plus that decode
 step less its fixed cost (an estimate: the profile holds no mixed step).
+With mixed chunks, ``d2lpm_global`` learns the chunk size, as on the server
+(rule 7 of docs/router.md). ``--router-option KEY=JSON`` sets one of its
+options for the d2lpm systems, e.g. ``worker_chunk_tokens=null`` to compare
+without that rule.
 
 With ``--grid docs/sim-trends/grid.json`` it instead reads the paper grid and
 prints, per cell, how much its well-behaved clients gain over Preble at P50,
 what they offer against their fair share, and how long they wait.
 
     PYTHONPATH=. python benchmarks/experiments/open_flood_sim.py [--workloads tot qa judge] [--workers 8] [--json F]
-        [--chunked-prefill-size 2048] [--enable-mixed-chunk]
+        [--chunked-prefill-size 2048] [--enable-mixed-chunk] [--router-option worker_chunk_tokens=8192]
     PYTHONPATH=. python benchmarks/experiments/open_flood_sim.py --grid docs/sim-trends/grid.json
 """
 
@@ -52,6 +56,7 @@ from sglang_fair.bench.flood import check_line, p99
 from sglang_fair.bench.paper_grid import PAPER_SCALE, SIM, offered_service, paper_workload
 from sglang_fair.metrics.latency import program_latencies
 from sglang_fair.metrics.summary import summarize
+from sglang_fair.router import make_router
 from sglang_fair.sim.backend import SimBackend
 from sglang_fair.workloads.model import Workload
 from sglang_fair.workloads.registry import build_workload
@@ -94,10 +99,13 @@ def offered_by_client(wl: Workload) -> dict[str, float]:
     return {c: offered_service(Workload(c, [p for p in wl.programs if p.client == c])) for c in wl.clients}
 
 
-def run_system(name: str, wl: Workload, workers: int, seed: int, engine: dict | None = None) -> dict:
+def run_system(name: str, wl: Workload, workers: int, seed: int, engine: dict | None = None,
+               router_options: dict | None = None) -> dict:
     """``engine``: SGLang settings every worker of every system gets (``chunked_prefill_size``,
-    ``enable_mixed_chunk``)."""
+    ``enable_mixed_chunk``); ``router_options``: options of our router (``d2lpm_global``) only."""
     policy, router, options = SYSTEMS[name]
+    if router == "d2lpm_global" and router_options:
+        options = options | {"router_options": dict(router_options)}
 
     def simulate(workload: Workload):
         backend = SimBackend(policy=policy, seed=seed, num_workers=workers, router=router,
@@ -188,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="every worker's SGLang --chunked-prefill-size (default %(default)s)")
     parser.add_argument("--enable-mixed-chunk", action="store_true",
                         help="every worker runs SGLang's --enable-mixed-chunk: a prefill also decodes the running batch")
+    parser.add_argument("--router-option", action="append", default=[], metavar="KEY=JSON",
+                        help="an option of d2lpm_global for the d2lpm systems, e.g. worker_chunk_tokens=8192 "
+                        "(repeatable; docs/router.md lists them)")
     parser.add_argument("--json", help="write the tables as JSON here")
     parser.add_argument("--grid", help="instead: the paper grid's grid.json (sim_trends.py), read for how much its "
                         "well-behaved clients offer against their fair share")
@@ -206,14 +217,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.chunked_prefill_size < 1:
         parser.error(f"--chunked-prefill-size must be a positive number of tokens, got {args.chunked_prefill_size}")
     engine = {"chunked_prefill_size": args.chunked_prefill_size, "enable_mixed_chunk": args.enable_mixed_chunk}
+    router_options = {}
+    for item in args.router_option:
+        key, sep, value = item.partition("=")
+        try:
+            router_options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            sep = ""
+        if not sep or not key:
+            parser.error(f"--router-option takes KEY=JSON (e.g. worker_chunk_tokens=8192), got {item!r}")
+    if router_options:
+        try:
+            make_router("d2lpm_global", args.workers, **router_options)
+        except (TypeError, ValueError) as exc:
+            parser.error(f"--router-option: {exc}")
     settings = f"chunked prefill {args.chunked_prefill_size}" + (", mixed chunk" if args.enable_mixed_chunk else "")
+    settings += "".join(f", router {key}={json.dumps(value)}" for key, value in router_options.items())
     tables = {}
     for workload in args.workloads:
         wl = flood_workload(workload, args.workers, args.flood, args.light, args.duration, args.seed)
         table = {}
         for name in args.systems:
             print(f"[{workload}] {name} ...", file=sys.stderr, flush=True)
-            table[name] = run_system(name, wl, args.workers, args.seed, engine)
+            table[name] = run_system(name, wl, args.workers, args.seed, engine, router_options)
         tables[workload] = table
         title = (f"{workload}: D = {args.workers}, flood {args.flood:g}x capacity, 3 light clients {args.light:g}x "
                  f"each, {args.duration:g} s of arrivals ({len(wl.programs)} programs); {settings}")

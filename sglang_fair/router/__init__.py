@@ -51,7 +51,8 @@ _POLICY_WEIGHTS = (("input_weight", "--fair-input-weight"), ("output_weight", "-
 
 def with_policy_settings(name: str, options: dict, input_weight: float, output_weight: float,
                          quantum: float | None = None, max_running_requests: int | None = None,
-                         client_weights: dict[str, float] | None = None, isolation: bool = False) -> dict:
+                         client_weights: dict[str, float] | None = None, isolation: bool = False,
+                         mixed_chunk_tokens: int | None = None) -> dict:
     """``options`` plus what the router must share with the workers' policy.
 
     A router that charges tokens (D²LPM) takes the policy's cost weights, so
@@ -62,7 +63,9 @@ def with_policy_settings(name: str, options: dict, input_weight: float, output_w
     clients (``client_weights``) the workers' ``--fair-client-weights``, and
     one that can keep a place for newcomers (``reserve_for_newcomers``) does
     so under the workers' ``--fair-isolation``. A router that asks for the
-    workers' ``--max-running-requests`` (``worker_max_running``) gets it when set.
+    workers' ``--max-running-requests`` (``worker_max_running``) gets it when set, and
+    one that asks for their ``--chunked-prefill-size`` (``worker_chunk_tokens``) gets it
+    when they mix chunks (``--enable-mixed-chunk``; ``mixed_chunk_tokens``).
     """
     cls = ROUTERS.get(name)
     if cls is None:
@@ -85,6 +88,8 @@ def with_policy_settings(name: str, options: dict, input_weight: float, output_w
         merged.setdefault("reserve_for_newcomers", True)
     if max_running_requests is not None and "worker_max_running" in accepted:
         merged.setdefault("worker_max_running", int(max_running_requests))
+    if mixed_chunk_tokens is not None and mixed_chunk_tokens > 0 and "worker_chunk_tokens" in accepted:
+        merged.setdefault("worker_chunk_tokens", int(mixed_chunk_tokens))
     return merged
 
 

@@ -26,11 +26,14 @@ code every worker runs) over the whole cluster's waiting requests:
   spread for latency (Preble's rebalance and exploit rules): a room that does
   not cache most of its prompt, while another worker does, goes to another
   candidate if one may take it; recomputing a prefix there would come out of
-  everyone's throughput, to shorten the wait of the client that has most.
+  everyone's throughput, to shorten the wait of the client that has most;
+* when the workers mix chunks and the router knows their chunk size, a worker
+  prefilling a prompt of several chunks takes only requests that share it
+  until that prompt's first token (``_prefill_bound``).
 
 A worker with room always receives work while any request waits (DLPM's walk
-is work-conserving), so the cluster is work-conserving up to the feedback
-delay; the local queues keep each worker's next batch ready meanwhile.
+is work-conserving; a worker the last rule passes over is busy prefilling),
+so the cluster is work-conserving up to the feedback delay; the local queues keep each worker's next batch ready meanwhile.
 
 With ``reserve_for_newcomers`` (on under ``--fair-isolation``) each local
 queue keeps one more place for a client with nothing dispatched anywhere: a
@@ -159,6 +162,7 @@ class GlobalDLPMRouter(IndexedRouter):
         affinity_ratio: float | None = DEFAULT_AFFINITY_RATIO,
         wait_for_shared_prefill: bool = True,
         worker_max_running: int | None = None,
+        worker_chunk_tokens: int | None = None,
         client_weights: dict[str, float] | None = None,
         reserve_for_newcomers: bool = False,
         index_capacity_tokens: int = DEFAULT_CAPACITY_TOKENS,
@@ -192,6 +196,12 @@ class GlobalDLPMRouter(IndexedRouter):
         # The workers' --max-running-requests when known: a worker with a full batch admits
         # nothing at its next batch, so nothing should wait for its local queue.
         self.worker_max_running = worker_max_running
+        if worker_chunk_tokens is not None and (isinstance(worker_chunk_tokens, bool)
+                                                or not isinstance(worker_chunk_tokens, int) or worker_chunk_tokens < 1):
+            raise ValueError(f"router worker_chunk_tokens must be a positive integer or None, got {worker_chunk_tokens!r}")
+        # The workers' --chunked-prefill-size when known: a prompt longer than one chunk keeps its
+        # worker prefilling for several batches, which admit nothing else (``_prefill_bound``).
+        self.worker_chunk_tokens = worker_chunk_tokens
         # The cluster's one DLPM: "queued" = waiting in this router, "running" =
         # dispatched and not finished; its clock is the router's (virtual in the simulator).
         # With the kept place, a client new to the router also starts with one quantum, as
@@ -213,6 +223,9 @@ class GlobalDLPMRouter(IndexedRouter):
         # The same requests' prompts, for the shared-prefill wait: rid -> (prefix key,
         # packed prompt, tokens cached at dispatch).
         self._sent: dict[str, tuple[int, bytes, int]] = {}
+        # Admitted prompts of more than one chunk whose first output token is not reported
+        # yet, per worker: rid -> (prefix key, packed prompt).
+        self.prefilling: list[dict[str, tuple[int, bytes]]] = [{} for _ in range(num_workers)]
         # Work in flight per worker, as Preble estimates it: uncached prompt + w_q x max output.
         self.load = [0.0] * num_workers
         self._work: dict[str, float] = {}
@@ -268,6 +281,7 @@ class GlobalDLPMRouter(IndexedRouter):
         dispatch = self.inflight.get(rid)
         if dispatch is None or rid not in self.local[dispatch.worker]:
             return  # unknown, or a re-admission after a retraction
+        self._note_long_prefill(rid, dispatch.worker, cached_tokens)
         self._leave_local(rid, dispatch.worker)
         if cached_tokens is not None:  # what the worker really computed, not what the index believed
             self.fair.correct_admission(self.tracked[rid], int(cached_tokens))
@@ -277,6 +291,8 @@ class GlobalDLPMRouter(IndexedRouter):
         tracked = self.tracked.get(rid)
         if tracked is not None and rid in self.inflight:
             self.fair.produced(tracked, int(output_tokens))
+            if output_tokens > 0 and self.prefilling[worker].pop(rid, None) is not None:
+                self._pump()  # the worker's batches take other prompts again
 
     def on_finish(self, rid: str, worker: int, output_tokens: int) -> None:
         super().on_finish(rid, worker, output_tokens)
@@ -284,6 +300,7 @@ class GlobalDLPMRouter(IndexedRouter):
 
     def _finished(self, rid: str, dispatch: Dispatch, output_tokens: int) -> None:
         self._leave_local(rid, dispatch.worker)
+        self.prefilling[dispatch.worker].pop(rid, None)
         self.load[dispatch.worker] = max(0.0, self.load[dispatch.worker] - self._work.pop(rid, 0.0))
         tracked = self.tracked.pop(rid, None)
         if tracked is not None:
@@ -366,9 +383,7 @@ class GlobalDLPMRouter(IndexedRouter):
             self._dispatch(*picked)
 
     def _pick(self, rooms: list[int], only_clients: set[str] | None = None) -> tuple[TrackedRequest, int] | None:
-        # A backlog is placed one freed room at a time: then every candidate's
-        # best room is that one, and the per-room comparisons are skipped.
-        only = rooms[0] if len(rooms) == 1 else None
+        bound = self._prefill_bound(rooms) if self.worker_chunk_tokens is not None else {}
         # DLPM's walk yields only clients with a positive deficit, and CHECKREFILL
         # cannot refill while one is queued: rank those clients' requests only.
         # With none held, the walk's first step is CHECKREFILL; done here, it shows
@@ -387,7 +402,15 @@ class GlobalDLPMRouter(IndexedRouter):
                 held: _Waiting = tracked.payload  # type: ignore[assignment]
                 if held.stale:
                     held.rank_by(self.index.refresh(held.match, touch=False), self.num_workers)
-                best = only if only is not None else self._best_room(held, rooms, tracked.client in over_share)
+                open_rooms = rooms
+                if bound:
+                    open_rooms = [w for w in rooms if w not in bound or self._shares_prompt(held, bound[w])]
+                    if not open_rooms:
+                        continue
+                # A backlog is placed one freed room at a time: then every candidate's
+                # best room is that one, and the per-room comparisons are skipped.
+                best = (open_rooms[0] if len(open_rooms) == 1
+                        else self._best_room(held, open_rooms, tracked.client in over_share))
                 held.room = best
                 cached = tracked.cached_len = held.lens[best]
                 keyed.append((-cached, held.length - cached, tracked.seq, tracked))
@@ -488,6 +511,34 @@ class GlobalDLPMRouter(IndexedRouter):
             return False
         return common_prefix_len(held.match.packed, sent[1]) - sent[2] >= SHARED_PREFILL_MIN_TOKENS
 
+    def _note_long_prefill(self, rid: str, worker: int, cached_tokens: int | None) -> None:
+        """Remember a prompt just admitted on ``worker`` whose uncached part exceeds one chunk."""
+        sent = self._sent.get(rid)
+        if self.worker_chunk_tokens is None or sent is None:
+            return
+        key, packed, _ = sent
+        uncached = (self.local[worker][rid] if cached_tokens is None
+                    else len(packed) // PACKED_TOKEN_BYTES - int(cached_tokens))
+        if uncached > self.worker_chunk_tokens:
+            self.prefilling[worker][rid] = (key, packed)
+
+    def _prefill_bound(self, rooms: list[int]) -> dict[int, list[tuple[int, bytes]]]:
+        """The rooms whose worker is prefilling a prompt of several chunks, with those prompts.
+
+        SGLang gives every prefill batch to the unfinished chunked prompt first, so
+        until its last chunk nothing else is admitted there: a request sent to that
+        local queue waits out the whole prefill while other workers may take it at
+        once, and if its client's deficit is positive it blocks every refill (and the
+        other workers' next dispatch) meanwhile. Such a room takes only requests that
+        share the prompt being prefilled: they hit its cache once it is done.
+        """
+        return {w: list(self.prefilling[w].values()) for w in rooms if self.prefilling[w]}
+
+    @staticmethod
+    def _shares_prompt(held: _Waiting, prompts: list[tuple[int, bytes]]) -> bool:
+        return any(key == held.key and common_prefix_len(held.match.packed, packed) >= SHARED_PREFILL_MIN_TOKENS
+                   for key, packed in prompts)
+
     def _dispatch(self, tracked: TrackedRequest, worker: int) -> None:
         held: _Waiting = tracked.payload  # type: ignore[assignment]
         self._unhold(tracked)
@@ -502,7 +553,7 @@ class GlobalDLPMRouter(IndexedRouter):
         self._record(held.rid, held.client, worker, len(held.tokens))
         uncached = len(held.tokens) - cached
         self.local[worker][held.rid] = uncached
-        if self.wait_for_shared_prefill:
+        if self.wait_for_shared_prefill or self.worker_chunk_tokens is not None:
             self._sent[held.rid] = (held.key, match.packed, cached)
         work = self.input_weight * uncached + self.output_weight * held.max_new
         self._work[held.rid] = work

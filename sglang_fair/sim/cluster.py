@@ -77,7 +77,8 @@ class SimCluster:
         # takes the workers' quantum), as on the server.
         router_options = with_policy_settings(config.router, config.router_options, options.input_weight,
                                               options.output_weight, options.quantum, config.max_running_requests,
-                                              options.client_weights, options.isolation)
+                                              options.client_weights, options.isolation,
+                                              config.chunked_prefill_size if config.enable_mixed_chunk else None)
         self.router = (router_factory or make_router)(config.router, config.num_workers, **router_options)
         self.router.clock = lambda: self.now  # idle clients are forgotten in virtual time
         self._feed_cached = _overrides(self.router, "on_cached")

@@ -150,6 +150,24 @@ def test_open_flood_sim_with_mixed_chunks(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "--chunked-prefill-size must be a positive number of tokens" in bad.stderr
 
 
+def test_open_flood_sim_sets_options_of_our_router(tmp_path: Path) -> None:
+    args = ["--workloads", "qa", "--workers", "2", "--duration", "2", "--systems", "d2lpm"]
+    runs = {}
+    for option in ("null", "1024"):
+        out = _run("open_flood_sim", *args, "--router-option", f"worker_chunk_tokens={option}",
+                   "--json", str(tmp_path / f"{option}.json"))
+        assert f"router worker_chunk_tokens={option}" in out
+        runs[option] = json.loads((tmp_path / f"{option}.json").read_text())["tables"]["qa"]["d2lpm"]
+    # QA's documents are several chunks of 1,024: the rule moves requests, so the runs differ.
+    assert runs["null"] != runs["1024"]
+    for bad_option, message in (("worker_chunk_tokens", "KEY=JSON"), ("worker_chunk_tokens=0", "worker_chunk_tokens"),
+                                ("no_such_option=1", "no_such_option")):
+        bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "experiments" / "open_flood_sim.py"),
+                              "--router-option", bad_option], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             capture_output=True, text=True, timeout=120)
+        assert bad.returncode != 0 and message in bad.stderr, bad.stderr
+
+
 def test_open_flood_sim_reads_the_paper_grid() -> None:
     out = _run("open_flood_sim", "--grid", str(ROOT / "docs" / "sim-trends" / "grid.json"))
     cells = [line.split()[:3] for line in out.splitlines()[1:]]

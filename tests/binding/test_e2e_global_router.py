@@ -9,7 +9,8 @@ queues (two requests per worker) and small batches make the router hold
 requests, so the late-binding path (holding, admission and progress reports,
 release) carries the run. The bench's HTTP backend replays it into a run
 directory and ``python -m sglang_fair.bench audit`` holds it against
-Theorem G's bound.
+Theorem G's bound. The workers mix chunks of 256 tokens, so the pinned
+prefix is prefilled in two and the router's rule for such prompts is on.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tests.support.router_gauges import held_and_inflight  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = tuple(11 + (i * 7) % 900 for i in range(512))
 ROUTER_OPTIONS = {"local_queue_requests": 2}
+CHUNK = 256
 # Long enough that requests stay held across several of the router's once-a-second gauge
 # refreshes: at 16 new tokens a fast CPU finished the held stretch between two of them.
 MAX_NEW = 48
@@ -84,7 +86,10 @@ class RouterWatcher(threading.Thread):
 
 @pytest.fixture(scope="module")
 def server():
+    # Mixed chunks of 256 tokens: the pinned prefix takes two, so the router also keeps other
+    # prompts off a worker prefilling it (it learns the chunk size from these flags).
     args = ["--policy", "dlpm", "--dp", "2", "--enable-metrics", "--max-running-requests", "4",
+            "--enable-mixed-chunk", "--chunked-prefill-size", str(CHUNK),
             "--fair-router-options", json.dumps(ROUTER_OPTIONS)]
     env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p)}
     with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True, env=env) as s:
@@ -127,9 +132,10 @@ def test_both_clients_are_served_and_the_run_is_within_theorem_g(server: LocalSe
     assert params["router"] == "d2lpm_global" and params["num_workers"] == 2
     # The router prices tokens with the workers' weights (--fair-input-weight/--fair-output-weight defaults),
     # and its DLPM refills by the workers' quantum (--fair-quantum's default).
-    # The policy's weights and quantum, and the workers' --max-running-requests for the shared-prefill wait.
+    # The policy's weights and quantum, the workers' --max-running-requests for the shared-prefill wait
+    # and their chunk size for prompts of several chunks.
     assert params["router_options"] == ROUTER_OPTIONS | {"input_weight": 1.0, "output_weight": 2.0, "quantum": 2048.0,
-                                                         "worker_max_running": 4}
+                                                         "worker_max_running": 4, "worker_chunk_tokens": CHUNK}
     assert params["kv_pool_tokens"]
     audit = subprocess.run([sys.executable, "-m", "sglang_fair.bench", "audit", str(run_dir)], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)

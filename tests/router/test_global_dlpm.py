@@ -264,7 +264,9 @@ def test_bad_options_are_refused() -> None:
                              ({"local_queue_requests": 1.5}, "local_queue_requests"),
                              ({"affinity_ratio": 0.5}, "affinity_ratio"), ({"output_weight": -1}, "w_q"),
                              ({"wait_for_shared_prefill": "yes"}, "wait_for_shared_prefill"),
-                             ({"worker_max_running": 0}, "worker_max_running")):
+                             ({"worker_max_running": 0}, "worker_max_running"),
+                             ({"worker_chunk_tokens": 0}, "worker_chunk_tokens"),
+                             ({"worker_chunk_tokens": 1.5}, "worker_chunk_tokens")):
         with pytest.raises(ValueError, match=message):
             make_router("d2lpm_global", 2, **options)
 
@@ -314,7 +316,8 @@ def test_global_bound_between_clients_waiting_anywhere(seed: int) -> None:
     router = _router(workers, quantum=rng.choice([100.0, 500.0, 2000.0]),
                      local_queue_tokens=rng.choice([32, 128, 512]), local_queue_requests=rng.choice([1, 2, 8]),
                      affinity_ratio=rng.choice([None, 1.5]), wait_for_shared_prefill=rng.choice([False, True]),
-                     reserve_for_newcomers=rng.choice([False, True]))
+                     reserve_for_newcomers=rng.choice([False, True]),
+                     worker_chunk_tokens=rng.choice([None, 32, 64]))
     busy: dict[str, list[bool]] = {}
     cum = run_cluster(router, clients, steps=600, seed=seed, batch=BATCH, local_quantum=256.0, backlogged=busy)
     assert _gaps(cum, busy) <= global_bound(router, clients)
@@ -489,6 +492,45 @@ def test_no_wait_on_a_worker_whose_batch_is_full() -> None:
         r.on_finish(rid, 0, 16)
     assert r.route("c", "x", list(range(2000, 2400)) + [1], 16) == 0
     assert r.route("d", "x", list(range(2000, 2400)) + [2], 16) is None  # slots free again: d waits
+
+
+def test_a_worker_prefilling_a_prompt_of_several_chunks_takes_only_requests_sharing_it() -> None:
+    # Worker 0 admits a 3,000-token document with chunks of 1,024: its next batches are that
+    # prompt's chunks, so an unrelated request goes to worker 1 although worker 0 is lighter.
+    document = list(range(3000))
+    r = _router(2, quantum=1e6, worker_chunk_tokens=1024)
+    assert r.route("doc", "x", document + [1], 16) == 0
+    r.on_admitted("doc", 0, cached_tokens=0)
+    assert r.route("big", "x", list(range(10_000, 10_100)), 2000) == 1  # worker 1 now carries more work
+    r.on_admitted("big", 1)
+    assert r.route("other", "y", list(range(20_000, 20_050)), 16) == 1
+    assert r.route("follower", "x", document + [2], 16) == 0  # shares the prompt: hits its cache after
+    # With worker 1 full, the unrelated request waits rather than queue behind the chunks.
+    r.on_admitted("other", 1)
+    r.on_admitted("follower", 0)
+    tight = _router(2, quantum=1e6, worker_chunk_tokens=1024, local_queue_requests=1)
+    assert tight.route("doc", "x", document + [1], 16) == 0
+    tight.on_admitted("doc", 0, cached_tokens=0)
+    assert tight.route("w1", "x", list(range(10_000, 10_100)), 16) == 1
+    assert tight.route("late", "x", list(range(20_000, 20_050)), 16) is None
+    assert tight.hold_reasons() == {"late": "passed over"}
+    tight.on_progress("doc", 0, 0)  # a report without output: still prefilling
+    assert tight.take_released() == []
+    tight.on_progress("doc", 0, 1)  # its first token: the chunks are done
+    assert tight.take_released() == [("late", 0)]
+
+
+def test_a_prompt_of_one_chunk_or_an_unknown_chunk_size_binds_no_worker() -> None:
+    document = list(range(3000))
+    for chunk, cached, bound in ((None, 0, False), (4096, 0, False), (1024, 2500, False), (1024, 1000, True)):
+        r = _router(2, quantum=1e6, worker_chunk_tokens=chunk)
+        assert r.route("doc", "x", document + [1], 16) == 0
+        r.on_admitted("doc", 0, cached_tokens=cached)  # what the worker computes decides
+        assert r.route("big", "x", list(range(10_000, 10_100)), 2000) == 1
+        r.on_admitted("big", 1)  # (x waiting in a local queue with credit would block y's first refill)
+        assert r.route("other", "y", list(range(20_000, 20_050)), 16) == (1 if bound else 0)
+        r.on_finish("doc", 0, 16)
+        assert not r.prefilling[0]  # a finished request binds nothing
 
 
 def test_a_short_shared_start_or_a_cached_prefix_does_not_wait() -> None:

@@ -48,6 +48,13 @@ def test_the_late_binding_router_learns_the_workers_running_limit() -> None:
     assert "worker_max_running" not in with_policy_settings("d2lpm", {}, 1.0, 2.0, None, 4)
 
 
+def test_the_late_binding_router_learns_the_chunk_size_of_workers_that_mix_chunks() -> None:
+    assert with_policy_settings("d2lpm_global", {}, 1.0, 2.0, mixed_chunk_tokens=1024)["worker_chunk_tokens"] == 1024
+    for tokens in (None, -1):  # not mixing, or chunking off
+        assert "worker_chunk_tokens" not in with_policy_settings("d2lpm_global", {}, 1.0, 2.0, mixed_chunk_tokens=tokens)
+    assert "worker_chunk_tokens" not in with_policy_settings("preble", {}, 1.0, 2.0, mixed_chunk_tokens=1024)
+
+
 @pytest.mark.parametrize("name", sorted(ROUTERS))
 def test_every_router_keeps_queue_sizes_consistent_under_random_feedback(name: str) -> None:
     rng = random.Random(7)

@@ -311,6 +311,15 @@ def test_the_simulated_cluster_wide_dlpm_takes_the_policy_quantum():
     assert paper.router.quantum != 256.0  # Algorithm 2's Q^w is its own
 
 
+def test_the_simulated_cluster_wide_dlpm_learns_the_chunk_size_only_of_workers_that_mix_chunks():
+    from sglang_fair.core import FairOptions
+    from sglang_fair.sim.cluster import SimCluster, SimConfig
+
+    for mixed, expected in ((True, 1024), (False, None)):
+        config = SimConfig(num_workers=2, router="d2lpm_global", chunked_prefill_size=1024, enable_mixed_chunk=mixed)
+        assert SimCluster(config, FairOptions()).router.worker_chunk_tokens == expected
+
+
 def test_decode_statistics_charge_each_token_the_step_it_waited_for():
     from sglang_fair.sim.costmodel import load_profile
 

@@ -44,20 +44,23 @@ def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
 def router_config(method: str, quantum: float | None, options_json: str | None,
                   input_weight: float = 1.0, output_weight: float = 2.0,
                   policy_quantum: float | None = None, max_running_requests: int | None = None,
-                  client_weights: dict[str, float] | None = None, isolation: bool = False) -> RouterSettings:
+                  client_weights: dict[str, float] | None = None, isolation: bool = False,
+                  mixed_chunk_tokens: int | None = None) -> RouterSettings:
     """The router configuration from the CLI values; raises ValueError naming the bad option.
 
     A router that charges tokens (D²LPM) takes the policy's weights
     (``--fair-input-weight``/``--fair-output-weight``), as the workers do;
     ``d2lpm_global`` also takes ``--fair-quantum`` unless ``--fair-router-quantum``
     or the options set its quantum, ``--fair-client-weights``, ``--max-running-requests`` when set,
-    and with ``--fair-isolation`` keeps a local-queue place for newcomers.
+    with ``--fair-isolation`` keeps a local-queue place for newcomers, and with
+    ``--enable-mixed-chunk`` takes ``--chunked-prefill-size`` when set (``mixed_chunk_tokens``).
     """
     options = json_object(options_json, "--fair-router-options") if options_json else {}
     if quantum is not None:
         options["quantum"] = quantum
     return RouterSettings(method, with_policy_settings(method, options, input_weight, output_weight, policy_quantum,
-                                                       max_running_requests, client_weights, isolation))
+                                                       max_running_requests, client_weights, isolation,
+                                                       mixed_chunk_tokens))
 
 
 def validated_router(args: argparse.Namespace) -> RouterSettings | None:
@@ -71,7 +74,9 @@ def validated_router(args: argparse.Namespace) -> RouterSettings | None:
                            getattr(args, "fair_input_weight", 1.0), getattr(args, "fair_output_weight", 2.0),
                            getattr(args, "fair_quantum", None), getattr(args, "max_running_requests", None),
                            parse_client_weights(getattr(args, "fair_client_weights", None)),
-                           bool(getattr(args, "fair_isolation", False)))
+                           bool(getattr(args, "fair_isolation", False)),
+                           getattr(args, "chunked_prefill_size", None) if getattr(args, "enable_mixed_chunk", False)
+                           else None)
     make_router(method, _dp_size(args), **config.options)
     return config
 

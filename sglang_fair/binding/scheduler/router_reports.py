@@ -24,8 +24,9 @@ client has received:
   for the first time (a retracted request coming back is not reported again).
 * ``report_progress`` AFTER ``Scheduler.process_batch_result``: ``Progress(
   rank, [(rid, output tokens so far)])``, one message for the batch's
-  unfinished requests that produced ``PROGRESS_EVERY_TOKENS`` tokens since
-  their last report (a batch decoding in step reports every few steps).
+  unfinished requests that produced their first token or
+  ``PROGRESS_EVERY_TOKENS`` tokens since their last report (a batch decoding
+  in step reports every few steps).
 
 Reports are pushed without ever blocking the worker: a full queue drops the
 report and counts it.
@@ -193,8 +194,8 @@ def report_admitted(plan, scheduler, *args, **kwargs):
 
 def report_progress(result, scheduler, batch, *args, **kwargs):
     """AFTER ``Scheduler.process_batch_result``: cumulative output tokens of the batch's running
-    requests that produced ``PROGRESS_EVERY_TOKENS`` since their last report (finished ones
-    are reported as done)."""
+    requests that produced their first token or ``PROGRESS_EVERY_TOKENS`` since their last
+    report (finished ones are reported as done)."""
     channel = reporter()
     if batch is None or not channel.late_binding:
         return result
@@ -204,7 +205,8 @@ def report_progress(result, scheduler, batch, *args, **kwargs):
         if req.finished():
             continue
         reported = _reported(req)
-        if out - reported.progress >= PROGRESS_EVERY_TOKENS:
+        # The first token at once: it tells the router a prompt of several chunks is prefilled.
+        if out - reported.progress >= PROGRESS_EVERY_TOKENS or (reported.progress == 0 and out > 0):
             reported.progress = out
             items.append((req.rid, out))
     channel.send_items(items, worker_reports.Progress)

@@ -194,7 +194,7 @@ def scheduler_side(monkeypatch):
     sink.close(linger=0)
 
 
-def test_schedulers_report_first_admissions_and_progress_every_few_tokens(scheduler_side) -> None:
+def test_schedulers_report_first_admissions_first_tokens_and_progress_every_few_tokens(scheduler_side) -> None:
     a, b = FakeReq("a", prompt=50, cached=32), FakeReq("b", prompt=10, cached=0)
     plan = types.SimpleNamespace(batch_to_run=types.SimpleNamespace(reqs=[a, b]))
     router_reports.report_admitted(plan, object())
@@ -209,11 +209,12 @@ def test_schedulers_report_first_admissions_and_progress_every_few_tokens(schedu
         elif step < n:
             b.output_ids.extend([3, 3])  # speculative decoding: several tokens a step
         router_reports.report_progress(None, object(), batch)
+    assert n == 4
     assert scheduler_side() == [
         ["admitted", 1, [["a", 32], ["b", 0]]],
-        ["progress", 1, [["b", 4]]],
-        ["progress", 1, [["a", n], ["b", 8]]],  # one message for the batch
-        ["progress", 1, [["a", 2 * n]]],
+        ["progress", 1, [["a", 1], ["b", 2]]],  # first tokens at once, one message for the batch
+        ["progress", 1, [["b", 6]]],
+        ["progress", 1, [["a", 5]]],
     ]
 
 
