@@ -463,13 +463,23 @@ class GlobalDLPMRouter(IndexedRouter):
         flight exceeds ``affinity_ratio`` x the lightest worker's plus the prefill the
         lightest would add; else a shared template would pull every request to the
         few workers that cache it."""
-        if self.affinity_ratio is None:
+        if self.affinity_ratio is None or self._computes_prefix(held, best):
             return best
         load, we, n = self.load, self.input_weight, len(held.tokens)
         light = min(rooms, key=lambda w: (load[w] + we * (n - lens[w]), w))
         if load[best] > self.affinity_ratio * load[light] + we * (lens[best] - lens[light]):
             return light
         return best
+
+    def _computes_prefix(self, held: _Waiting, worker: int) -> bool:
+        """``worker`` computes a long prefix of this prompt for another request: more than a
+        local queue's tokens with its next batch (``_pending_shared_tokens``), or in the chunks it
+        is prefilling (``prefilling``). The locality rules count that request's prefill as load
+        to escape, but sent elsewhere this request would compute the same tokens again, and wait
+        about as long for them. Shorter prefixes are cheaper to compute again than a room left
+        idle while the request waits (measured on Tree-of-Thoughts)."""
+        return self._pending_shared_tokens(held, worker) > self.local_queue_tokens or (
+            bool(self.prefilling[worker]) and self._shares_prompt(held, list(self.prefilling[worker].values())))
 
     def _live_holders(self, held: _Waiting, worker: int) -> list[int]:
         """The live workers caching most of the prompt, when ``worker`` caches less of it
@@ -482,11 +492,14 @@ class GlobalDLPMRouter(IndexedRouter):
 
     def _belongs_elsewhere(self, held: _Waiting, worker: int, holders: list[int]) -> bool:
         """Most of the prompt is cached on another worker (``holders``, from ``_live_holders``)
-        whose extra load is smaller than the prefill it would cost to recompute here: leave the
-        request for that worker (Preble's exploit rule, priced in the same service units). Only
+        whose extra load is smaller than the prefill it would cost to recompute here, or which is
+        computing that prefix for another request now (``_computes_prefix``): leave the request
+        for that worker (Preble's exploit rule, priced in the same service units). Only
         requests DLPM would dispatch now are passed over, so this costs idle time, never fairness."""
         if not holders or self.affinity_ratio is None:
             return False
+        if any(self._computes_prefix(held, h) for h in holders):
+            return True
         recompute = self.input_weight * (held.length - held.lens[worker])
         return min(self.load[h] for h in holders) <= self.affinity_ratio * self.load[worker] + recompute
 
@@ -500,16 +513,21 @@ class GlobalDLPMRouter(IndexedRouter):
         that the wait ends with the next batch: a longer one can outlast the prefill it
         saves, and a held request with a positive deficit blocks every refill meanwhile.
         Like the locality wait it passes over requests without charging or refilling."""
+        return self._pending_shared_tokens(held, worker) >= SHARED_PREFILL_MIN_TOKENS
+
+    def _pending_shared_tokens(self, held: _Waiting, worker: int) -> int:
+        """Tokens of this prompt that the request alone in ``worker``'s local queue will compute
+        with the worker's next batch (under ``_shares_pending_prefill``'s conditions), else 0."""
         local = self.local[worker]
-        if len(local) != 1:
-            return False
+        if len(local) != 1 or not self.wait_for_shared_prefill:
+            return 0
         running = self.queue_sizes[worker] - len(local)  # dispatched, not finished, not waiting locally
         if self.worker_max_running is not None and running >= self.worker_max_running:
-            return False
+            return 0
         sent = self._sent.get(next(iter(local)))
         if sent is None or sent[0] != held.key:
-            return False
-        return common_prefix_len(held.match.packed, sent[1]) - sent[2] >= SHARED_PREFILL_MIN_TOKENS
+            return 0
+        return common_prefix_len(held.match.packed, sent[1]) - sent[2]
 
     def _note_long_prefill(self, rid: str, worker: int, cached_tokens: int | None) -> None:
         """Remember a prompt just admitted on ``worker`` whose uncached part exceeds one chunk."""

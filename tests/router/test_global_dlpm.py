@@ -413,6 +413,30 @@ def test_a_busy_holder_of_a_shared_template_is_rebalanced_to_a_light_worker() ->
     assert r2.route("b", "x", template + [2], 256) == 0  # no rebalance without the affinity rule
 
 
+def test_siblings_are_not_rebalanced_away_from_the_worker_computing_their_prefix() -> None:
+    # Six calls on one 3,000-token document arrive together at an empty cluster. The first
+    # goes to worker 0; its prefill makes worker 0 look 1.5x busier than worker 1, but sent
+    # there the others would compute the document again, and wait about as long for it.
+    # (3,000 tokens: more than a local queue's 2,048, and several chunks of 1,024.)
+    document = list(range(3000))
+    for chunk in (None, 1024):
+        r = _router(2, quantum=1e6, worker_chunk_tokens=chunk)
+        assert r.route("q0", "x", document + [1], 16) == 0
+        held = [r.route(f"q{i}", "x", document + [1 + i], 16) for i in range(1, 6)]
+        assert held == [None] * 5  # the shared-prefill wait: q0 is alone in worker 0's local queue
+        r.on_admitted("q0", 0, cached_tokens=0)
+        placed = [w for _, w in r.take_released()]
+        if chunk is None:  # the router cannot tell whether q0's prefill is done: Preble's rule spreads
+            assert 1 in placed
+        else:  # worker 0 is known to be prefilling the document (rule 7): the siblings join it
+            assert placed == [0] * 5
+    # A prefix within a local queue's tokens (2,048) is cheaper to compute again than to wait for.
+    r = _router(2, quantum=1e6, worker_chunk_tokens=1024)
+    short = list(range(1000))
+    assert r.route("s0", "x", short + [1], 16) == 0
+    assert r.route("s1", "x", short + [2], 16) == 1
+
+
 def _template_placements(light_client: bool) -> list[int]:
     """Where six requests of client x sharing a 400-token template go, after x has three
     unrelated requests dispatched (and, with ``light_client``, another client one)."""
@@ -543,9 +567,10 @@ def test_a_short_shared_start_or_a_cached_prefix_does_not_wait() -> None:
     r.on_admitted("c", 0)
     assert r.route("d", "x", article + [2], 16) == 0  # computed by an admitted request: cached
     assert r.route("e", "x", article + [3], 16) == 0  # d computes only its last token
-    off = _router(1, quantum=1e6, wait_for_shared_prefill=False)
-    assert off.route("a", "x", article + [1], 16) == 0
-    assert off.route("b", "x", article + [2], 16) == 0
+    for chunk in (None, 1024):  # (the chunk size makes the router keep sent prompts too)
+        off = _router(1, quantum=1e6, wait_for_shared_prefill=False, worker_chunk_tokens=chunk)
+        assert off.route("a", "x", article + [1], 16) == 0
+        assert off.route("b", "x", article + [2], 16) == 0
 
 
 def test_run_time_settings_reach_the_cluster_dlpm_but_not_throttle_limits() -> None:
