@@ -33,7 +33,8 @@ code every worker runs) over the whole cluster's waiting requests:
 
 A worker with room always receives work while any request waits (DLPM's walk
 is work-conserving; a worker the last rule passes over is busy prefilling),
-so the cluster is work-conserving up to the feedback delay; the local queues keep each worker's next batch ready meanwhile.
+so the cluster is work-conserving up to the feedback delay; the local queues
+keep each worker's next batch ready meanwhile.
 
 With ``reserve_for_newcomers`` (on under ``--fair-isolation``) each local
 queue keeps one more place for a client with nothing dispatched anywhere: a
@@ -56,7 +57,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -478,8 +479,8 @@ class GlobalDLPMRouter(IndexedRouter):
         to escape, but sent elsewhere this request would compute the same tokens again, and wait
         about as long for them. Shorter prefixes are cheaper to compute again than a room left
         idle while the request waits (measured on Tree-of-Thoughts)."""
-        return self._pending_shared_tokens(held, worker) > self.local_queue_tokens or (
-            bool(self.prefilling[worker]) and self._shares_prompt(held, list(self.prefilling[worker].values())))
+        return (self._pending_shared_tokens(held, worker) > self.local_queue_tokens
+                or self._shares_prompt(held, self.prefilling[worker].values()))
 
     def _live_holders(self, held: _Waiting, worker: int) -> list[int]:
         """The live workers caching most of the prompt, when ``worker`` caches less of it
@@ -540,7 +541,7 @@ class GlobalDLPMRouter(IndexedRouter):
         if uncached > self.worker_chunk_tokens:
             self.prefilling[worker][rid] = (key, packed)
 
-    def _prefill_bound(self, rooms: list[int]) -> dict[int, list[tuple[int, bytes]]]:
+    def _prefill_bound(self, rooms: list[int]) -> dict[int, Iterable[tuple[int, bytes]]]:
         """The rooms whose worker is prefilling a prompt of several chunks, with those prompts.
 
         SGLang gives every prefill batch to the unfinished chunked prompt first, so
@@ -550,10 +551,10 @@ class GlobalDLPMRouter(IndexedRouter):
         other workers' next dispatch) meanwhile. Such a room takes only requests that
         share the prompt being prefilled: they hit its cache once it is done.
         """
-        return {w: list(self.prefilling[w].values()) for w in rooms if self.prefilling[w]}
+        return {w: self.prefilling[w].values() for w in rooms if self.prefilling[w]}
 
     @staticmethod
-    def _shares_prompt(held: _Waiting, prompts: list[tuple[int, bytes]]) -> bool:
+    def _shares_prompt(held: _Waiting, prompts: Iterable[tuple[int, bytes]]) -> bool:
         return any(key == held.key and common_prefix_len(held.match.packed, packed) >= SHARED_PREFILL_MIN_TOKENS
                    for key, packed in prompts)
 
