@@ -15,6 +15,7 @@ Needs SGLang installed the CPU way (scripts/install_cpu.sh).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import signal
@@ -56,6 +57,8 @@ class PortTakenError(ServerStartError):
 
 _PORT_TRIES = 3  # launches with a freshly picked port when the last one was taken
 _BIND_FAILED = b"address already in use"  # uvicorn's and ZMQ's EADDRINUSE message
+_SETTLE_TIMEOUT_S = 60.0  # after it, a server still busy is handed over as it is
+_SETTLED_CORES = 0.5  # the whole process tree under half a core counts as quiet
 
 
 def pick_free_port(host: str = "127.0.0.1") -> int:
@@ -207,7 +210,35 @@ class LocalServer:
             self.stop()
             raise
         self.startup_s = time.monotonic() - started
+        self._wait_settled(time.monotonic() + _SETTLE_TIMEOUT_S)
         return self
+
+    def _wait_settled(self, deadline: float) -> None:
+        """Until the server's processes together use under half a core over half a second.
+
+        Healthy is not yet quiet: under ``--use-ray`` SGLang spawns the detokenizer
+        only once the scheduler actors are up, and with ``--skip-tokenizer-init``
+        the server answers while that process still imports, on a full core for
+        10-20 s on a 2-core machine; the workers a test then measures ran in turns.
+        """
+        import psutil
+
+        leader = psutil.Process(self._proc.pid)
+        while time.monotonic() < deadline:
+            try:
+                tree = [leader, *leader.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return  # it died: the test's first request says so
+            for proc in tree:
+                with contextlib.suppress(psutil.Error):
+                    proc.cpu_percent(None)  # starts the window
+            time.sleep(0.5)
+            busy = 0.0
+            for proc in tree:
+                with contextlib.suppress(psutil.Error):
+                    busy += proc.cpu_percent(None) / 100
+            if busy < _SETTLED_CORES:
+                return
 
     def _wait_healthy(self, deadline: float) -> None:
         while True:

@@ -3,6 +3,8 @@
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 
@@ -153,6 +155,30 @@ def test_server_that_cannot_start_reports_its_log(tiny_model_dir):
 
 
 # Unit tests of the launch helpers: no server.
+
+
+def _stand_in_server(child_spins_s: float) -> subprocess.Popen:
+    """A process whose child spins a core for ``child_spins_s`` and then sleeps, as a server's
+    late-spawned child does while it imports."""
+    child = f"import time\nend = time.monotonic() + {child_spins_s}\nwhile time.monotonic() < end: pass\ntime.sleep(60)"
+    leader = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", leader], start_new_session=True)
+    time.sleep(0.3)  # the child is spinning
+    return proc
+
+
+@pytest.mark.parametrize("spins_s, deadline_s, waits_s", [(1.5, 20.0, (1.0, 10.0)), (60.0, 1.5, (1.5, 3.0))])
+def test_a_server_is_handed_over_once_its_processes_are_quiet_or_at_the_deadline(spins_s, deadline_s, waits_s):
+    server = LocalServer()
+    server._proc = _stand_in_server(spins_s)
+    try:
+        started = time.monotonic()
+        server._wait_settled(started + deadline_s)
+        waited = time.monotonic() - started
+    finally:
+        os.killpg(server._proc.pid, signal.SIGKILL)
+        server._proc.wait()
+    assert waits_s[0] <= waited <= waits_s[1]
 
 
 def test_parallel_world_size_reads_dp_and_tp_flags():
