@@ -6,8 +6,10 @@ long requests; alice and bob then each send the same number of equal
 requests, which the router holds until all of them are there. The long
 requests are aborted, and from then on the router's order alone decides who
 is served: a quantum of about one request per refill admits two of alice's
-for each of bob's, so until alice's last is done two of hers finish for each
-of bob's. Waiting for the router to hold everything keeps the measure free
+for each of bob's, so until alice's last starts, two of hers start for each
+of bob's (started: first run by a worker, SGLang's ``forward_entry_time``;
+the order replies come back in also holds how each worker's core was shared
+meanwhile). Waiting for the router to hold everything keeps the measure free
 of how fast a loaded machine delivers the requests. Run on both of SGLang's
 backends: scheduler processes, and Ray actors (``--use-ray``), whose router
 settings travel the same way.
@@ -94,7 +96,7 @@ def prompt(offset: int, i: int, span: int = 450) -> list[int]:
 def test_a_client_weighted_two_is_served_twice_as_much_through_the_router(server: LocalServer) -> None:
     info = server.get_json("/server_info")
     assert info["load_balance_method"] == "d2lpm_global"
-    done: list[str] = []
+    started: list[tuple[float, str]] = []
     lock = threading.Lock()
 
     all_held = threading.Event()  # the router was seen holding every one of alice's and bob's
@@ -115,7 +117,7 @@ def test_a_client_weighted_two_is_served_twice_as_much_through_the_router(server
         reply = server.post_json("/generate", body, headers={"X-Client-Id": client}, timeout=300)
         assert reply["meta_info"]["completion_tokens"] == MAX_NEW
         with lock:
-            done.append(client)
+            started.append((reply["meta_info"]["forward_entry_time"], client))
 
     with concurrent.futures.ThreadPoolExecutor(PLACES + 2 * REQUESTS_EACH) as pool:
         blockers = [pool.submit(block, i) for i in range(PLACES)]
@@ -123,14 +125,15 @@ def test_a_client_weighted_two_is_served_twice_as_much_through_the_router(server
         futures = [pool.submit(send, client, i) for i in range(REQUESTS_EACH) for client in ("bob", "alice")]
         wait_for_router(server, held=2 * REQUESTS_EACH, inflight=PLACES)
         all_held.set()
-        assert not done
+        assert not started
         for i in range(PLACES):
             abort(server, f"blocker-{i}")
         for future in blockers + futures:
             future.result()
 
-    # Twice as much service: two of alice's done for each of bob's (equal shares: one for one).
-    last_alice = max(i for i, client in enumerate(done) if client == "alice")
-    contended = done[:last_alice + 1]
+    # Twice as much service: two of alice's started for each of bob's (equal shares: one for one).
+    order = [client for _, client in sorted(started)]
+    last_alice = max(i for i, client in enumerate(order) if client == "alice")
+    contended = order[:last_alice + 1]
     ratio = contended.count("alice") / max(contended.count("bob"), 1)
-    assert 1.5 <= ratio <= 3.0, (ratio, done)
+    assert 1.5 <= ratio <= 3.0, (ratio, order)

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -97,6 +98,11 @@ def test_server_from_patched_tree_schedules_with_dlpm(patched_tree):
                                          headers={"Content-Type": "application/json", "X-Client-Id": client})
             urllib.request.urlopen(req, timeout=120).read()
         assert "schedule policy dlpm (gated" in Path(server.log_path).read_text()
-        metrics = urllib.request.urlopen(server.url("/metrics"), timeout=60).read().decode()
-        # Metrics refresh at most once a second, after a batch: alice's are there by now.
+        # The series refresh at most once a second, after a batch or on an idle tick (each second).
+        deadline = time.monotonic() + 10
+        while True:
+            metrics = urllib.request.urlopen(server.url("/metrics"), timeout=60).read().decode()
+            if 'sglang_fair_client_input_tokens_total{client="alice"' in metrics or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
         assert 'sglang_fair_client_input_tokens_total{client="alice"' in metrics
