@@ -133,14 +133,28 @@ class LocalRayCluster:
         self.stop()
 
 
+def session_autogroup(pid: int) -> str | None:
+    """The autogroup line of ``pid`` ("/autogroup-7 nice 0"), or None where the kernel does not
+    schedule it by session: no autogroup support, autogroup turned off, or the process in a
+    cgroup's own task group (as in most containers), where the file reads empty."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as autogroup:
+            line = autogroup.read().strip()
+    except OSError:
+        return None
+    return line or None
+
+
 def lower_session_priority(pid: int, nice: int) -> bool:
     """Give the session of ``pid`` (Linux autogroup) the niceness ``nice``; False where the
-    kernel has no autogroup scheduling (niceness then ranks every process directly).
+    kernel does not group it by session (niceness then ranks its processes directly).
 
     With autogroup, niceness only ranks tasks within one session, and the head runs in a
     session of its own: on a CPU-only machine, Ray's scheduler actors (niceness 15) took both
     cores from the server's HTTP and router threads, which got about 3% of a core (a /metrics
     answer that takes 9 ms idle took up to 12 s)."""
+    if session_autogroup(pid) is None:
+        return False
     try:
         with open(f"/proc/{pid}/autogroup", "w") as autogroup:
             autogroup.write(str(nice))
