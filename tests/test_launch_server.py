@@ -82,6 +82,7 @@ def test_a_taken_port_is_refused_before_anything_starts() -> None:
     (["--fair-client-weights", "alice=x"], "--fair-client-weights"),
     (["--dp", "2", "--fair-router-options", "{bad"], "--load-balance-method d2lpm_global: --fair-router-options"),
     (["--dp", "2", "--fair-router-options", '{"no_such_option": 1}'], "no_such_option"),
+    (["--dp", "2", "--fair-router-options", '{"lane_workers": 2}'], "lane_workers must leave at least one other worker"),
 ])
 def test_bad_configuration_is_refused_before_sglang_is_imported(args, named):
     # SGLang's imports take tens of seconds on CPU; the launcher's own checks come first.

@@ -35,12 +35,19 @@ With mixed chunks, ``d2lpm_global`` learns the chunk size, as on the server
 options for the d2lpm systems, e.g. ``worker_chunk_tokens=null`` to compare
 without that rule.
 
+``--lanes K[xTOKENS] ...`` adds one system per value: ``d2lpm+isolation`` with K
+latency lanes (``lane_workers`` = K, ``lane_tokens`` = TOKENS, by default
+the router's; rule 8 of docs/router.md), the trade of throughput for short
+decode steps measured beside the other systems. ``--plot F`` draws each
+system's light P50 and P99 slowdown against its throughput over Preble's.
+
 With ``--grid docs/sim-trends/grid.json`` it instead reads the paper grid and
 prints, per cell, how much its well-behaved clients gain over Preble at P50,
 what they offer against their fair share, and how long they wait.
 
     PYTHONPATH=. python benchmarks/experiments/open_flood_sim.py [--workloads tot qa judge] [--workers 8] [--json F]
         [--chunked-prefill-size 2048] [--enable-mixed-chunk] [--router-option worker_chunk_tokens=8192]
+        [--lanes 1 2x16384] [--plot F]
     PYTHONPATH=. python benchmarks/experiments/open_flood_sim.py --grid docs/sim-trends/grid.json
 """
 
@@ -57,6 +64,7 @@ from sglang_fair.bench.paper_grid import PAPER_SCALE, SIM, offered_service, pape
 from sglang_fair.metrics.latency import program_latencies
 from sglang_fair.metrics.summary import summarize
 from sglang_fair.router import make_router
+from sglang_fair.router.lanes import DEFAULT_LANE_TOKENS
 from sglang_fair.sim.backend import SimBackend
 from sglang_fair.workloads.model import Workload
 from sglang_fair.workloads.registry import build_workload
@@ -99,13 +107,25 @@ def offered_by_client(wl: Workload) -> dict[str, float]:
     return {c: offered_service(Workload(c, [p for p in wl.programs if p.client == c])) for c in wl.clients}
 
 
+def lane_system(spec: str) -> tuple[str, tuple[str, str, dict]]:
+    """``K`` or ``KxTOKENS`` -> (name, system): d2lpm+isolation with K latency lanes; ValueError if malformed."""
+    lanes, _, tokens = spec.partition("x")
+    try:
+        k, t = int(lanes), int(tokens) if tokens else DEFAULT_LANE_TOKENS
+    except ValueError:
+        raise ValueError(f"--lanes takes K or KxTOKENS (e.g. 2 or 2x16384), got {spec!r}") from None
+    options = {"isolation": True, "router_options": {"lane_workers": k, "lane_tokens": t}}
+    return f"d2lpm+isolation+lanes {k}x{t}", ("dlpm", "d2lpm_global", options)
+
+
 def run_system(name: str, wl: Workload, workers: int, seed: int, engine: dict | None = None,
-               router_options: dict | None = None) -> dict:
+               router_options: dict | None = None, system: tuple[str, str, dict] | None = None) -> dict:
     """``engine``: SGLang settings every worker of every system gets (``chunked_prefill_size``,
-    ``enable_mixed_chunk``); ``router_options``: options of our router (``d2lpm_global``) only."""
-    policy, router, options = SYSTEMS[name]
+    ``enable_mixed_chunk``); ``router_options``: options of our router (``d2lpm_global``) only;
+    ``system``: (policy, router, simulator options) when ``name`` is not one of ``SYSTEMS``."""
+    policy, router, options = system or SYSTEMS[name]
     if router == "d2lpm_global" and router_options:
-        options = options | {"router_options": dict(router_options)}
+        options = options | {"router_options": options.get("router_options", {}) | dict(router_options)}
 
     def simulate(workload: Workload):
         backend = SimBackend(policy=policy, seed=seed, num_workers=workers, router=router,
@@ -138,10 +158,9 @@ def _token_step_ms(result) -> float:
 
 def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
     out = []
-    for name in ("d2lpm", "d2lpm+isolation"):
-        if name not in table:
+    for name, row in table.items():
+        if not name.startswith("d2lpm"):
             continue
-        row = table[name]
         out += [(f"{name} light P50 slowdown", row["light_p50_slowdown"], TARGET_P50, "<="),
                 (f"{name} light P99 slowdown", row["light_p99_slowdown"], TARGET_P99, "<=")]
         out += [(f"{name} throughput / {peer}'s", row["throughput"] / table[peer]["throughput"], 1.0, ">=")
@@ -150,15 +169,48 @@ def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
 
 
 def format_table(title: str, table: dict[str, dict]) -> str:
-    lines = [title, f"{'system':<17}{'p50/idle':>10}{'p99/idle':>10}{'p99 s':>9}{'idle p50 s':>12}"
+    width = max(17, *(len(name) + 1 for name in table))
+    lines = [title, f"{'system':<{width}}{'p50/idle':>10}{'p99/idle':>10}{'p99 s':>9}{'idle p50 s':>12}"
                     f"{'service/s':>11}{'hit':>6}{'preempt':>9}{'step ms':>9}{'alone':>7}"]
     for name, row in table.items():
-        lines.append(f"{name:<17}{row['light_p50_slowdown']:>9.2f}x{row['light_p99_slowdown']:>9.2f}x"
+        lines.append(f"{name:<{width}}{row['light_p50_slowdown']:>9.2f}x{row['light_p99_slowdown']:>9.2f}x"
                      f"{row['light_p99_s']:>9.2f}{row['light_idle_p50_s']:>12.2f}{row['throughput']:>11.0f}"
                      f"{row['hit_rate']:>6.2f}{row['preemptions']:>9}{row['decode_step_ms']:>9.1f}"
                      f"{row['decode_step_ms_alone']:>7.1f}")
     lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
+
+
+def plot(tables: dict[str, dict[str, dict]], path: str, title: str) -> None:
+    """Per workload: each system's light P50 (filled) and P99 (hollow) slowdown against its
+    throughput over Preble's in the same run; the shaded corner is where the P50 and throughput targets hold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(5.2 * len(tables), 4.6), squeeze=False)
+    for ax, (workload, table) in zip(axes[0], tables.items()):
+        base = table["preble"]["throughput"]
+        top = max(row["light_p99_slowdown"] for row in table.values()) * 1.1
+        ax.fill_between([1.0, 2.0], 1.0, TARGET_P50, color="tab:green", alpha=0.12, label="P50 and throughput targets")
+        for i, (name, row) in enumerate(table.items()):
+            x = row["throughput"] / base
+            color = f"C{i % 10}"
+            ax.plot([x, x], [row["light_p50_slowdown"], row["light_p99_slowdown"]], color=color, lw=1, alpha=0.5)
+            ax.scatter([x], [row["light_p50_slowdown"]], color=color, s=45, label=name)
+            ax.scatter([x], [row["light_p99_slowdown"]], facecolors="none", edgecolors=color, s=45)
+        xs = [row["throughput"] / base for row in table.values()]
+        ax.set_xlim(min(xs) - 0.03, max(max(xs), 1.0) + 0.03)
+        ax.set_ylim(1.0, top)
+        ax.axhline(TARGET_P99, color="grey", ls=":", lw=1)
+        ax.set_xlabel("throughput / Preble's (higher is better)")
+        ax.set_ylabel("light program latency beside the flood / alone")
+        ax.set_title(workload)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.suptitle(title + "\nfilled: light P50, hollow: light P99; dotted: the P99 target", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
 
 
 def grid_shares(grid: dict) -> list[dict]:
@@ -199,7 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--router-option", action="append", default=[], metavar="KEY=JSON",
                         help="an option of d2lpm_global for the d2lpm systems, e.g. worker_chunk_tokens=8192 "
                         "(repeatable; docs/router.md lists them)")
+    parser.add_argument("--lanes", nargs="+", default=[], metavar="K[xTOKENS]",
+                        help="also run d2lpm+isolation with K latency lanes of TOKENS each "
+                        f"(router lane_workers / lane_tokens, default {DEFAULT_LANE_TOKENS}), e.g. 2 2x16384")
     parser.add_argument("--json", help="write the tables as JSON here")
+    parser.add_argument("--plot", help="draw the light slowdowns against throughput / Preble's here (PNG)")
     parser.add_argument("--grid", help="instead: the paper grid's grid.json (sim_trends.py), read for how much its "
                         "well-behaved clients offer against their fair share")
     args = parser.parse_args(argv)
@@ -231,15 +287,25 @@ def main(argv: list[str] | None = None) -> int:
             make_router("d2lpm_global", args.workers, **router_options)
         except (TypeError, ValueError) as exc:
             parser.error(f"--router-option: {exc}")
+    if args.plot and "preble" not in args.systems:
+        parser.error("--plot needs preble among --systems (throughput is drawn as a ratio to Preble's)")
+    systems = {name: SYSTEMS[name] for name in args.systems}
+    for spec in args.lanes:
+        try:
+            name, system = lane_system(spec)
+            make_router("d2lpm_global", args.workers, **system[2]["router_options"])
+        except ValueError as exc:
+            parser.error(f"--lanes: {exc}")
+        systems[name] = system
     settings = f"chunked prefill {args.chunked_prefill_size}" + (", mixed chunk" if args.enable_mixed_chunk else "")
     settings += "".join(f", router {key}={json.dumps(value)}" for key, value in router_options.items())
     tables = {}
     for workload in args.workloads:
         wl = flood_workload(workload, args.workers, args.flood, args.light, args.duration, args.seed)
         table = {}
-        for name in args.systems:
+        for name, system in systems.items():
             print(f"[{workload}] {name} ...", file=sys.stderr, flush=True)
-            table[name] = run_system(name, wl, args.workers, args.seed, engine, router_options)
+            table[name] = run_system(name, wl, args.workers, args.seed, engine, router_options, system)
         tables[workload] = table
         title = (f"{workload}: D = {args.workers}, flood {args.flood:g}x capacity, 3 light clients {args.light:g}x "
                  f"each, {args.duration:g} s of arrivals ({len(wl.programs)} programs); {settings}")
@@ -247,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "tables": tables}, f, indent=1)
+    if args.plot:
+        plot(tables, args.plot, f"D = {args.workers}, flood {args.flood:g}x capacity, {args.duration:g} s; {settings}")
     return 0
 
 

@@ -29,12 +29,17 @@ code every worker runs) over the whole cluster's waiting requests:
   everyone's throughput, to shorten the wait of the client that has most;
 * when the workers mix chunks and the router knows their chunk size, a worker
   prefilling a prompt of several chunks takes only requests that share it
-  until that prompt's first token (``_prefill_bound``).
+  until that prompt's first token (``_prefill_bound``);
+* with ``lane_workers`` (off by default), the last workers are lanes: the
+  clients over their share hold at most ``lane_tokens`` there, and while they
+  flood the others, the clients under their share go to a lane when one has
+  room (``lanes.py``).
 
 A worker with room always receives work while any request waits (DLPM's walk
-is work-conserving; a worker the last rule passes over is busy prefilling),
-so the cluster is work-conserving up to the feedback delay; the local queues
-keep each worker's next batch ready meanwhile.
+is work-conserving; a worker the second-to-last rule passes over is busy
+prefilling), so the cluster is work-conserving up to the feedback delay; the
+local queues keep each worker's next batch ready meanwhile. Lanes are the
+exception, by design: a lane's unused room is the price of short decode steps.
 
 With ``reserve_for_newcomers`` (on under ``--fair-isolation``) each local
 queue keeps one more place for a client with nothing dispatched anywhere: a
@@ -69,6 +74,7 @@ from sglang_fair.router.base import HOLD_REASONS, Dispatch, RouterSnapshot
 from sglang_fair.router.d2lpm import check_quantum, check_weight
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
 from sglang_fair.router.indexed import IndexedRouter
+from sglang_fair.router.lanes import DEFAULT_LANE_TOKENS, Lanes, check_lane_options
 from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, PACKED_TOKEN_BYTES, Match, common_prefix_len, pack
 
 NO_ROOM, DEFICIT, PASSED_OVER = HOLD_REASONS
@@ -166,6 +172,8 @@ class GlobalDLPMRouter(IndexedRouter):
         worker_chunk_tokens: int | None = None,
         client_weights: dict[str, float] | None = None,
         reserve_for_newcomers: bool = False,
+        lane_workers: int = 0,
+        lane_tokens: int = DEFAULT_LANE_TOKENS,
         index_capacity_tokens: int = DEFAULT_CAPACITY_TOKENS,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     ) -> None:
@@ -233,6 +241,9 @@ class GlobalDLPMRouter(IndexedRouter):
         self._released: list[tuple[str, int]] = []
         self._next_gc = 0.0
         self.observer: PlacementObserver | None = None  # e.g. a study of why requests wait here
+        # Workers kept light for the clients under their share (``lanes.py``); None: no lanes.
+        check_lane_options(num_workers, lane_workers, lane_tokens)
+        self.lanes = Lanes(num_workers, lane_workers, lane_tokens) if lane_workers else None
         self.index.watch_removals(_PREFIX_KEY_TOKENS)
 
     # ---- requests in ------------------------------------------------------------
@@ -303,6 +314,8 @@ class GlobalDLPMRouter(IndexedRouter):
         self._leave_local(rid, dispatch.worker)
         self.prefilling[dispatch.worker].pop(rid, None)
         self.load[dispatch.worker] = max(0.0, self.load[dispatch.worker] - self._work.pop(rid, 0.0))
+        if self.lanes is not None:
+            self.lanes.finished(rid)
         tracked = self.tracked.pop(rid, None)
         if tracked is not None:
             self.fair.produced(tracked, output_tokens)
@@ -397,6 +410,8 @@ class GlobalDLPMRouter(IndexedRouter):
         # Clients over their share are not spread (both uses below are off without the affinity rule).
         over_share = (set() if self.affinity_ratio is None
                       else above_fair_share(self.fair.activity, self.fair.options.weight_of))
+        lanes = (None if self.lanes is None
+                 else self.lanes.view(self.fair.activity, self.fair.options.weight_of, self.clock(), self.alive, rooms))
         keyed: list[tuple[int, int, int, TrackedRequest]] = []
         for reqs in clients:
             for tracked in itertools.islice(reqs.values(), self.candidates_per_client):
@@ -406,6 +421,10 @@ class GlobalDLPMRouter(IndexedRouter):
                 open_rooms = rooms
                 if bound:
                     open_rooms = [w for w in rooms if w not in bound or self._shares_prompt(held, bound[w])]
+                    if not open_rooms:
+                        continue
+                if lanes is not None:
+                    open_rooms = lanes.rooms_for(tracked.client, len(held.tokens) + held.max_new, open_rooms)
                     if not open_rooms:
                         continue
                 # A backlog is placed one freed room at a time: then every candidate's
@@ -420,6 +439,8 @@ class GlobalDLPMRouter(IndexedRouter):
         for tracked in self.fair.walk([k[3] for k in keyed]):
             held = tracked.payload  # type: ignore[assignment]
             holders = self._live_holders(held, held.room)
+            if lanes is not None:
+                holders = lanes.holders_for(tracked.client, holders)
             if self._belongs_elsewhere(held, held.room, holders) or self._shares_pending_prefill(held, held.room):
                 continue
             # A client over its share would recompute here what another worker caches: Preble's rule
@@ -570,6 +591,8 @@ class GlobalDLPMRouter(IndexedRouter):
         # queued, so CHECKREFILL cannot refill others past a client stuck in a local queue.
         self.fair.hold_downstream(tracked.client)
         self._record(held.rid, held.client, worker, len(held.tokens))
+        if self.lanes is not None:
+            self.lanes.dispatched(held.rid, held.client, worker, len(held.tokens) + held.max_new)
         uncached = len(held.tokens) - cached
         self.local[worker][held.rid] = uncached
         if self.wait_for_shared_prefill or self.worker_chunk_tokens is not None:

@@ -168,6 +168,24 @@ def test_open_flood_sim_sets_options_of_our_router(tmp_path: Path) -> None:
         assert bad.returncode != 0 and message in bad.stderr, bad.stderr
 
 
+def test_open_flood_sim_measures_latency_lanes_beside_the_others(tmp_path: Path) -> None:
+    out = _run("open_flood_sim", "--workloads", "judge", "--workers", "3", "--duration", "2", "--systems",
+               "d2lpm+isolation", "preble", "--lanes", "1x8192", "--json", str(tmp_path / "out.json"),
+               "--plot", str(tmp_path / "lanes.png"))
+    table = json.loads((tmp_path / "out.json").read_text())["tables"]["judge"]
+    assert list(table) == ["d2lpm+isolation", "preble", "d2lpm+isolation+lanes 1x8192"]
+    # the lane changes placements: the run differs from the one without it
+    assert table["d2lpm+isolation+lanes 1x8192"] != table["d2lpm+isolation"]
+    assert "d2lpm+isolation+lanes 1x8192 throughput / preble's" in out
+    assert (tmp_path / "lanes.png").stat().st_size > 10_000
+    for args, message in ((["--lanes", "two"], "K or KxTOKENS"), (["--lanes", "3"], "at least one other worker"),
+                          (["--lanes", "1x0"], "lane_tokens"), (["--systems", "d2lpm", "--plot", "x.png"], "needs preble")):
+        bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "experiments" / "open_flood_sim.py"),
+                              "--workers", "3", *args], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             capture_output=True, text=True, timeout=120)
+        assert bad.returncode != 0 and message in bad.stderr, bad.stderr
+
+
 def test_open_flood_sim_reads_the_paper_grid() -> None:
     out = _run("open_flood_sim", "--grid", str(ROOT / "docs" / "sim-trends" / "grid.json"))
     cells = [line.split()[:3] for line in out.splitlines()[1:]]

@@ -317,7 +317,8 @@ def test_global_bound_between_clients_waiting_anywhere(seed: int) -> None:
                      local_queue_tokens=rng.choice([32, 128, 512]), local_queue_requests=rng.choice([1, 2, 8]),
                      affinity_ratio=rng.choice([None, 1.5]), wait_for_shared_prefill=rng.choice([False, True]),
                      reserve_for_newcomers=rng.choice([False, True]),
-                     worker_chunk_tokens=rng.choice([None, 32, 64]))
+                     worker_chunk_tokens=rng.choice([None, 32, 64]),
+                     lane_workers=rng.choice([0, 1]), lane_tokens=rng.choice([64, 256]))
     busy: dict[str, list[bool]] = {}
     cum = run_cluster(router, clients, steps=600, seed=seed, batch=BATCH, local_quantum=256.0, backlogged=busy)
     assert _gaps(cum, busy) <= global_bound(router, clients)
