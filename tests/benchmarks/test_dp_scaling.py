@@ -82,3 +82,18 @@ def test_the_gateway_is_skipped_with_a_message_when_it_is_absent(monkeypatch, ca
     with pytest.raises(SystemExit):
         open_flood.main(["--systems", "gateway+lpm"])
     assert "skipping the gateway systems: the SGLang gateway is not installed" in capsys.readouterr().err
+
+
+def test_open_flood_lane_systems_carry_their_budget_and_face_every_target_of_ours():
+    import json
+
+    args = open_flood.launcher_args("d2lpm+isolation+lane", 1234)
+    assert args[:args.index("--fair-router-options")] == ["--policy", "dlpm", "--dp", "2", "--fair-isolation"]
+    assert json.loads(args[-1]) == {"lane_workers": 1, "lane_tokens": 1234}
+    assert "--fair-router-options" not in open_flood.launcher_args("d2lpm+isolation", 1234)
+    table = open_flood.summarize({"d2lpm+lane": [_rep(60, 0.1, [0.5])], "gateway+lpm": [_rep(100, 0.1, [0.1])],
+                                  "preble": [_rep(70, 0.1, [30.0])]})
+    verdicts = {label: value <= target for label, value, target, _ in open_flood.checks(table)}
+    assert verdicts == {"d2lpm+lane makespan / gateway+lpm's": True, "d2lpm+lane light P99 / idle": True,
+                        "d2lpm+lane light P99 / preble's": True,
+                        "d2lpm+lane runs within their bound (worst gap / bound)": False}

@@ -88,14 +88,20 @@ def test_latency_isolation(tmp_path: Path) -> None:
 
 @pytest.mark.server
 def test_open_flood(tmp_path: Path) -> None:
+    # The lane system: the d2lpm cluster, its router started with the lane's options.
     _run("open_flood", "--reps", "1", "--flood", "8", "--connections", "4", "--light-tenants", "1",
-         "--systems", "d2lpm", "--json", str(tmp_path / "out.json"), "--log-dir", str(tmp_path / "logs"))
-    tables = json.loads((tmp_path / "out.json").read_text())["tables"]
-    assert list(tables) == ["4"] and list(tables["4"]) == ["d2lpm"]
+         "--systems", "d2lpm+lane", "--lane-tokens", "1500", "--json", str(tmp_path / "out.json"),
+         "--log-dir", str(tmp_path / "logs"))
+    out = json.loads((tmp_path / "out.json").read_text())
+    tables = out["tables"]
+    assert list(tables) == ["4"] and list(tables["4"]) == ["d2lpm+lane"] and out["lane_tokens"] == 1500
     # the repetition's run directory was audited against Theorem G and is within it
-    audit = tables["4"]["d2lpm"]["audit"]
+    audit = tables["4"]["d2lpm+lane"]["audit"]
     assert audit["within"] and audit["theorem"] and audit["bound"] and 0 <= audit["ratio"] <= 1
-    assert (tmp_path / "logs" / "d2lpm-c4-r1" / "records.jsonl").is_file()
+    run_dir = tmp_path / "logs" / "d2lpm+lane-c4-r1"
+    assert (run_dir / "records.jsonl").is_file()
+    params = json.loads((run_dir / "summary.json").read_text())["run"]["params"]
+    assert params["router_options"]["lane_workers"] == 1 and params["router_options"]["lane_tokens"] == 1500
 
 
 @pytest.mark.server
