@@ -12,9 +12,10 @@ Systems (two workers, each on one core of this machine, ``--max-running-requests
 * ``d2lpm``: ``--policy dlpm --dp 2`` (the cluster-wide DLPM router, ``d2lpm_global``);
 * ``d2lpm+isolation``: the same with ``--fair-isolation``;
 * ``d2lpm+lane`` / ``d2lpm+isolation+lane``: the same with worker 1 a latency
-  lane (router options ``lane_workers`` 1, ``lane_tokens`` ``--lane-tokens``):
-  the flood holds at most that many tokens there, and the light tenants go
-  there beside it (docs/latency_isolation.md); not run by default;
+  lane (router options ``lane_workers`` 1, ``lane_tokens`` ``--lane-tokens``,
+  ``lane_hold_s`` ``--lane-hold-s`` when given): the flood holds at most that
+  many tokens there, and the light tenants go there beside it
+  (docs/latency_isolation.md); not run by default;
 * ``preble``: ``--policy lpm --dp 2 --load-balance-method preble``;
 * ``gateway+lpm`` / ``gateway+dlpm``: SGLang's gateway (``sglang-router``,
   ``cache_aware``) in front of two single-worker LPM / DLPM servers, each
@@ -41,8 +42,8 @@ bound with no theorem behind it, as for Preble).
 Every request must get exactly one answer.
 
     PYTHONPATH=. python benchmarks/experiments/open_flood.py [--reps 3] [--connections 64 256] [--flood 400] \\
-        [--systems d2lpm preble gateway+lpm] [--chain 1] [--lane-tokens 2400] [--server-args='...'] [--json F] \\
-        [--plot F] [--log-dir DIR]
+        [--systems d2lpm preble gateway+lpm] [--chain 1] [--lane-tokens 2400] [--lane-hold-s S] \\
+        [--server-args='...'] [--json F] [--plot F] [--log-dir DIR]
 """
 
 from __future__ import annotations
@@ -94,20 +95,25 @@ def ours(name: str) -> bool:
     return SYSTEMS[name][0] == "dp" and name != "preble"
 
 
-def launcher_args(name: str, lane_tokens: int) -> list[str]:
+def launcher_args(name: str, lane_tokens: int, lane_hold_s: float | None = None) -> list[str]:
     """The launcher arguments of a ``--dp`` system, its lane's router options included."""
     args = list(SYSTEMS[name][1])
     if name.endswith("+lane"):
-        args += ["--fair-router-options", json.dumps({"lane_workers": 1, "lane_tokens": lane_tokens})]
+        options = {"lane_workers": 1, "lane_tokens": lane_tokens}
+        if lane_hold_s is not None:
+            options["lane_hold_s"] = lane_hold_s
+        args += ["--fair-router-options", json.dumps(options)]
     return args
 
 
 @contextlib.contextmanager
-def cluster(name: str, log_dir: Path, server: list[str], lane_tokens: int = LANE_TOKENS):
+def cluster(name: str, log_dir: Path, server: list[str], lane_tokens: int = LANE_TOKENS,
+            lane_hold_s: float | None = None):
     """The running system ``name``, every worker started with ``server``; yields its URL."""
     kind, *args = SYSTEMS[name]
     if kind == "dp":
-        with LocalServer(module="sglang_fair.launch_server", extra_args=[*launcher_args(name, lane_tokens), *server],
+        with LocalServer(module="sglang_fair.launch_server",
+                         extra_args=[*launcher_args(name, lane_tokens, lane_hold_s), *server],
                          log_path=log_dir / f"{name}.log") as server:
             yield server.base_url
     else:
@@ -116,12 +122,13 @@ def cluster(name: str, log_dir: Path, server: list[str], lane_tokens: int = LANE
 
 
 def run_all(systems: list[str], shape: Shape, intensities: list[int], reps: int,
-            log_dir: Path, server: list[str], lane_tokens: int = LANE_TOKENS) -> dict[int, dict[str, list[Rep]]]:
+            log_dir: Path, server: list[str], lane_tokens: int = LANE_TOKENS,
+            lane_hold_s: float | None = None) -> dict[int, dict[str, list[Rep]]]:
     results: dict[int, dict[str, list[Rep]]] = {c: {name: [] for name in systems} for c in intensities}
     for i in range(reps):
         for name in systems[i % len(systems):] + systems[:i % len(systems)]:
             print(f"[{name}] starting (logs under {log_dir}) ...", file=sys.stderr, flush=True)
-            with cluster(name, log_dir, server, lane_tokens) as url:
+            with cluster(name, log_dir, server, lane_tokens, lane_hold_s) as url:
                 for connections in intensities:
                     # A cluster of ours reports its configuration: audit each repetition's run directory.
                     run_dir = log_dir / f"{name}-c{connections}-r{i + 1}" if SYSTEMS[name][0] == "dp" else None
@@ -276,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chain", type=positive_int, default=1, help="calls per light request (a short chain when > 1)")
     parser.add_argument("--lane-tokens", type=positive_int, default=LANE_TOKENS,
                         help="the lane systems' budget: tokens (prompt + maximum output) the flood may hold on the lane")
+    parser.add_argument("--lane-hold-s", type=float, default=None,
+                        help="the lane systems' lane_hold_s: how long a quiet light tenant keeps the flood to the "
+                             "lane's budget (default: the router's)")
     parser.add_argument("--server-args", default="",
                         help="more launcher arguments for every worker of every system, as one word: --server-args='--chunked-prefill-size 512'")
     args = parser.parse_args(argv)
@@ -289,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     shape = Shape(flood=args.flood, light_tenants=args.light_tenants, chain=args.chain, think_s=args.think, text=True)
     server = SERVER + shlex.split(args.server_args)
     results = run_all(systems, shape, args.connections, args.reps, server_log_dir(args, "open-flood-"), server,
-                      args.lane_tokens)
+                      args.lane_tokens, args.lane_hold_s)
     tables = {c: summarize(by_system) for c, by_system in results.items()}
     print("\n\n".join(format_table(c, table, shape, args.reps, server) for c, table in tables.items()))
     if args.json:
@@ -297,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         raw = {c: {name: [asdict(rep) for rep in reps] for name, reps in by_system.items()}
                for c, by_system in results.items()}
         Path(args.json).write_text(json.dumps({"shape": asdict(shape), "server_args": server, "reps": args.reps,
-                                               "lane_tokens": args.lane_tokens, "tables": tables,
+                                               "lane_tokens": args.lane_tokens, "lane_hold_s": args.lane_hold_s,
+                                               "tables": tables,
                                                "repetitions": raw}, indent=2))
     if args.plot:
         plot(tables, args.plot)

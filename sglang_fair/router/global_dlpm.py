@@ -74,7 +74,7 @@ from sglang_fair.router.base import HOLD_REASONS, Dispatch, RouterSnapshot
 from sglang_fair.router.d2lpm import check_quantum, check_weight
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
 from sglang_fair.router.indexed import IndexedRouter
-from sglang_fair.router.lanes import DEFAULT_LANE_TOKENS, Lanes, check_lane_options
+from sglang_fair.router.lanes import DEFAULT_LANE_HOLD_S, DEFAULT_LANE_TOKENS, Lanes, check_lane_options
 from sglang_fair.router.radix_index import DEFAULT_CAPACITY_TOKENS, PACKED_TOKEN_BYTES, Match, common_prefix_len, pack
 
 NO_ROOM, DEFICIT, PASSED_OVER = HOLD_REASONS
@@ -174,6 +174,7 @@ class GlobalDLPMRouter(IndexedRouter):
         reserve_for_newcomers: bool = False,
         lane_workers: int = 0,
         lane_tokens: int = DEFAULT_LANE_TOKENS,
+        lane_hold_s: float = DEFAULT_LANE_HOLD_S,
         index_capacity_tokens: int = DEFAULT_CAPACITY_TOKENS,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     ) -> None:
@@ -242,8 +243,8 @@ class GlobalDLPMRouter(IndexedRouter):
         self._next_gc = 0.0
         self.observer: PlacementObserver | None = None  # e.g. a study of why requests wait here
         # Workers kept light for the clients under their share (``lanes.py``); None: no lanes.
-        check_lane_options(num_workers, lane_workers, lane_tokens)
-        self.lanes = Lanes(num_workers, lane_workers, lane_tokens) if lane_workers else None
+        check_lane_options(num_workers, lane_workers, lane_tokens, lane_hold_s)
+        self.lanes = Lanes(num_workers, lane_workers, lane_tokens, lane_hold_s) if lane_workers else None
         self.index.watch_removals(_PREFIX_KEY_TOKENS)
 
     # ---- requests in ------------------------------------------------------------

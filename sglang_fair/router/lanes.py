@@ -13,13 +13,17 @@ elsewhere when none has. So the lanes' decode steps stay short, and the flood
 fills what the light clients leave of a lane's budget. The price is the lanes'
 unused batch room: the router is no longer work-conserving for the flood.
 
-The router asks once per placement round (``LaneView``); requests are only
-passed over, never charged or refilled differently, so Theorem G holds
-(docs/fairness.md).
+A client that had a request within ``lane_hold_s`` still counts as sharing
+the cluster, so that a flood is not let onto the lanes in the pause between
+two requests of a light client: once on a lane, the flood's batch is there
+until it finishes. The router asks once per placement round (``LaneView``);
+requests are only passed over, never charged or refilled differently, so
+Theorem G holds (docs/fairness.md).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,29 +32,33 @@ from sglang_fair.core.requests import ClientActivity
 # About 8% of an H100's KV pool for Llama-3.1-8B: a decode step over it costs ~1.2x one alone.
 DEFAULT_LANE_TOKENS = 32768
 # A client between two calls of a chain has nothing queued or running for a moment; it still
-# counts among the clients sharing the cluster for this long, so that a flood alone in that
-# moment is not let onto the lanes.
-RECENT_S = 1.0
+# counts among the clients sharing the cluster for this long (``lane_hold_s``), so that a flood
+# alone in that moment is not let onto the lanes.
+DEFAULT_LANE_HOLD_S = 1.0
 
 
 def clients_over_share(activity: Mapping[str, ClientActivity], weight_of: Callable[[str], float],
-                       now: float) -> set[str]:
+                       now: float, hold_s: float = DEFAULT_LANE_HOLD_S) -> set[str]:
     """The clients running more than their share ``R / W`` per unit of weight, ``W`` the weight of
-    the clients with requests queued or running or active within ``RECENT_S``."""
+    the clients with requests queued or running or active within ``hold_s``."""
     running = weight = 0.0
     for client, act in activity.items():
-        if not act.idle or now - act.last_active <= RECENT_S:
+        if not act.idle or now - act.last_active <= hold_s:
             running += act.running
             weight += weight_of(client)
     fair = running / weight if weight else 0.0
     return {c for c, act in activity.items() if act.running / weight_of(c) > fair}
 
 
-def check_lane_options(num_workers: int, lane_workers: int, lane_tokens: int) -> None:
+def check_lane_options(num_workers: int, lane_workers: int, lane_tokens: int,
+                       lane_hold_s: float = DEFAULT_LANE_HOLD_S) -> None:
     """Raise ValueError naming the bad option (``lane_workers`` 0 turns lanes off)."""
     for name, value, low in (("lane_workers", lane_workers, 0), ("lane_tokens", lane_tokens, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"router {name} must be an integer >= {low}, got {value!r}")
+    if (isinstance(lane_hold_s, bool) or not isinstance(lane_hold_s, (int, float))
+            or not math.isfinite(lane_hold_s) or lane_hold_s < 0):
+        raise ValueError(f"router lane_hold_s must be a finite number of seconds >= 0, got {lane_hold_s!r}")
     if lane_workers and lane_workers >= num_workers:
         raise ValueError(f"router lane_workers must leave at least one other worker: "
                          f"{lane_workers} of {num_workers} workers")
@@ -81,12 +89,14 @@ class LaneView:
 class Lanes:
     """The last ``lane_workers`` workers, and what each client holds on each worker."""
 
-    def __init__(self, num_workers: int, lane_workers: int, lane_tokens: int = DEFAULT_LANE_TOKENS) -> None:
-        check_lane_options(num_workers, lane_workers, lane_tokens)
+    def __init__(self, num_workers: int, lane_workers: int, lane_tokens: int = DEFAULT_LANE_TOKENS,
+                 hold_s: float = DEFAULT_LANE_HOLD_S) -> None:
+        check_lane_options(num_workers, lane_workers, lane_tokens, hold_s)
         if lane_workers == 0:
             raise ValueError("Lanes needs at least one lane worker")
         self.workers = frozenset(range(num_workers - lane_workers, num_workers))
         self.tokens = lane_tokens
+        self.hold_s = float(hold_s)
         self._held: list[dict[str, int]] = [{} for _ in range(num_workers)]  # worker -> client -> tokens
         self._of: dict[str, tuple[int, str, int]] = {}  # rid -> (worker, client, tokens)
 
@@ -115,7 +125,7 @@ class Lanes:
         """This round's limits, or None when the lanes change nothing: no client is over its
         share (``clients_over_share``), or no other worker is alive (the lanes then serve everyone)."""
         others = [w for w in range(len(alive)) if alive[w] and w not in self.workers]
-        heavy = clients_over_share(activity, weight_of, now) if others else set()
+        heavy = clients_over_share(activity, weight_of, now, self.hold_s) if others else set()
         if not heavy:
             return None
         left = {w: self.tokens - sum(self._held[w].values()) for w in rooms if w in self.workers}

@@ -91,6 +91,7 @@ def test_open_flood_lane_systems_carry_their_budget_and_face_every_target_of_our
     assert args[:args.index("--fair-router-options")] == ["--policy", "dlpm", "--dp", "2", "--fair-isolation"]
     assert json.loads(args[-1]) == {"lane_workers": 1, "lane_tokens": 1234}
     assert "--fair-router-options" not in open_flood.launcher_args("d2lpm+isolation", 1234)
+    assert json.loads(open_flood.launcher_args("d2lpm+lane", 1234, 10.0)[-1])["lane_hold_s"] == 10.0
     table = open_flood.summarize({"d2lpm+lane": [_rep(60, 0.1, [0.5])], "gateway+lpm": [_rep(100, 0.1, [0.1])],
                                   "preble": [_rep(70, 0.1, [30.0])]})
     verdicts = {label: value <= target for label, value, target, _ in open_flood.checks(table)}

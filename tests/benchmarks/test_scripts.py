@@ -90,7 +90,7 @@ def test_latency_isolation(tmp_path: Path) -> None:
 def test_open_flood(tmp_path: Path) -> None:
     # The lane system: the d2lpm cluster, its router started with the lane's options.
     _run("open_flood", "--reps", "1", "--flood", "8", "--connections", "4", "--light-tenants", "1",
-         "--systems", "d2lpm+lane", "--lane-tokens", "1500", "--json", str(tmp_path / "out.json"),
+         "--systems", "d2lpm+lane", "--lane-tokens", "1500", "--lane-hold-s", "5", "--json", str(tmp_path / "out.json"),
          "--log-dir", str(tmp_path / "logs"))
     out = json.loads((tmp_path / "out.json").read_text())
     tables = out["tables"]
@@ -102,6 +102,7 @@ def test_open_flood(tmp_path: Path) -> None:
     assert (run_dir / "records.jsonl").is_file()
     params = json.loads((run_dir / "summary.json").read_text())["run"]["params"]
     assert params["router_options"]["lane_workers"] == 1 and params["router_options"]["lane_tokens"] == 1500
+    assert params["router_options"]["lane_hold_s"] == 5
 
 
 @pytest.mark.server

@@ -6,7 +6,7 @@ import pytest
 
 from sglang_fair.router import make_router
 from sglang_fair.router.global_dlpm import GlobalDLPMRouter
-from sglang_fair.router.lanes import RECENT_S, Lanes
+from sglang_fair.router.lanes import DEFAULT_LANE_HOLD_S, Lanes
 
 LANE = 1  # of two workers, the last is the lane
 PROMPT, OUTPUT = 40, 10  # every request below holds 50 tokens where it runs
@@ -93,10 +93,23 @@ def test_a_light_client_between_two_calls_still_keeps_the_flood_off_the_lane() -
     r.clock = lambda: now[0]
     _send(r, "l0", "light", 0)
     r.on_finish("l0", r.inflight["l0"].worker, OUTPUT)  # the light client has nothing in flight now
-    now[0] = RECENT_S / 2
+    now[0] = DEFAULT_LANE_HOLD_S / 2
     placed = _flood(r, 20)
     assert placed.count(LANE) <= 4, placed  # as if its next call were already there
-    now[0] = 3 * RECENT_S  # it has gone: the flood alone may use every worker
+    now[0] = 3 * DEFAULT_LANE_HOLD_S  # it has gone: the flood alone may use every worker
+    assert _flood(r, 8, start=20).count(LANE) >= 4
+
+
+def test_lane_hold_s_keeps_a_quiet_light_client_sharing_the_cluster_for_longer() -> None:
+    r = _router(lane_hold_s=10.0)
+    now = [0.0]
+    r.clock = lambda: now[0]
+    _send(r, "l0", "light", 0)
+    r.on_finish("l0", r.inflight["l0"].worker, OUTPUT)
+    now[0] = 3 * DEFAULT_LANE_HOLD_S  # quiet past the default hold, within this one
+    placed = _flood(r, 20)
+    assert placed.count(LANE) <= 4, placed
+    now[0] = 11.0  # quiet past this hold too: the lane is the flood's
     assert _flood(r, 8, start=20).count(LANE) >= 4
 
 
@@ -133,7 +146,9 @@ def test_lane_options_are_checked() -> None:
     for options, message in (({"lane_workers": 2}, "at least one other worker"),
                              ({"lane_workers": -1}, "lane_workers"), ({"lane_workers": True}, "lane_workers"),
                              ({"lane_workers": 1.0}, "lane_workers"), ({"lane_tokens": 0}, "lane_tokens"),
-                             ({"lane_workers": 0, "lane_tokens": "big"}, "lane_tokens")):
+                             ({"lane_workers": 0, "lane_tokens": "big"}, "lane_tokens"),
+                             ({"lane_hold_s": -1.0}, "lane_hold_s"), ({"lane_hold_s": float("inf")}, "lane_hold_s"),
+                             ({"lane_hold_s": True}, "lane_hold_s"), ({"lane_hold_s": "1"}, "lane_hold_s")):
         with pytest.raises(ValueError, match=message):
             make_router("d2lpm_global", 2, **options)
     assert make_router("d2lpm_global", 2).lanes is None  # off by default
