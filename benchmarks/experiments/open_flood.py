@@ -86,7 +86,7 @@ DEFAULT_SYSTEMS = ["d2lpm", "d2lpm+isolation", "preble", "gateway+lpm", "gateway
 LANE_TOKENS = 2400
 GATEWAY = "gateway+lpm"  # what an SGLang user has
 TARGET_MAKESPAN_VS_GATEWAY = 0.75
-TARGET_LIGHT_P99_SLOWDOWN = 15.0  # with --fair-isolation
+TARGET_LIGHT_P99_SLOWDOWN = 15.0  # with --fair-isolation or a lane
 TARGET_LIGHT_P99_VS_PREBLE = 0.1
 
 
@@ -308,8 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                for c, by_system in results.items()}
         Path(args.json).write_text(json.dumps({"shape": asdict(shape), "server_args": server, "reps": args.reps,
                                                "lane_tokens": args.lane_tokens, "lane_hold_s": args.lane_hold_s,
-                                               "tables": tables,
-                                               "repetitions": raw}, indent=2))
+                                               "tables": tables, "repetitions": raw}, indent=2))
     if args.plot:
         plot(tables, args.plot)
     return 0
