@@ -40,19 +40,22 @@ from sglang_fair.core.options import FairOptions
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
 
 
-def fair_share(activity: Mapping[str, ClientActivity], weight_of: Callable[[str], float]) -> float:
-    """``R / W``: running requests per unit of weight of the clients with requests queued or running."""
+def fair_share(activity: Mapping[str, ClientActivity], weight_of: Callable[[str], float],
+               now: float | None = None, recent_s: float = 0.0) -> float:
+    """``R / W``: running requests per unit of weight of the clients with requests queued or running
+    (given ``now``, also those idle for at most ``recent_s``)."""
     running = weight = 0.0
     for client, act in activity.items():
-        if not act.idle:
+        if not act.idle or (now is not None and now - act.last_active <= recent_s):
             running += act.running
             weight += weight_of(client)
     return running / weight if weight else 0.0
 
 
-def above_fair_share(activity: Mapping[str, ClientActivity], weight_of: Callable[[str], float]) -> set[str]:
-    """The clients running more than their share ``R / W`` per unit of their weight."""
-    fair = fair_share(activity, weight_of)
+def above_fair_share(activity: Mapping[str, ClientActivity], weight_of: Callable[[str], float],
+                     now: float | None = None, recent_s: float = 0.0) -> set[str]:
+    """The clients running more than their share ``R / W`` per unit of their weight (``fair_share``)."""
+    fair = fair_share(activity, weight_of, now, recent_s)
     return {c for c, act in activity.items() if act.running / weight_of(c) > fair}
 
 

@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from sglang_fair.core.isolation import above_fair_share
 from sglang_fair.core.requests import ClientActivity
 
 # About 8% of an H100's KV pool for Llama-3.1-8B: a decode step over it costs ~1.2x one alone.
@@ -35,19 +36,6 @@ DEFAULT_LANE_TOKENS = 32768
 # counts among the clients sharing the cluster for this long (``lane_hold_s``), so that a flood
 # alone in that moment is not let onto the lanes.
 DEFAULT_LANE_HOLD_S = 1.0
-
-
-def clients_over_share(activity: Mapping[str, ClientActivity], weight_of: Callable[[str], float],
-                       now: float, hold_s: float = DEFAULT_LANE_HOLD_S) -> set[str]:
-    """The clients running more than their share ``R / W`` per unit of weight, ``W`` the weight of
-    the clients with requests queued or running or active within ``hold_s``."""
-    running = weight = 0.0
-    for client, act in activity.items():
-        if not act.idle or now - act.last_active <= hold_s:
-            running += act.running
-            weight += weight_of(client)
-    fair = running / weight if weight else 0.0
-    return {c for c, act in activity.items() if act.running / weight_of(c) > fair}
 
 
 def check_lane_options(num_workers: int, lane_workers: int, lane_tokens: int,
@@ -123,9 +111,10 @@ class Lanes:
     def view(self, activity: Mapping[str, ClientActivity], weight_of: Callable[[str], float], now: float,
              alive: Sequence[bool], rooms: Sequence[int]) -> LaneView | None:
         """This round's limits, or None when the lanes change nothing: no client is over its
-        share (``clients_over_share``), or no other worker is alive (the lanes then serve everyone)."""
+        share (counting the clients active within ``hold_s``), or no other worker is alive (the
+        lanes then serve everyone)."""
         others = [w for w in range(len(alive)) if alive[w] and w not in self.workers]
-        heavy = clients_over_share(activity, weight_of, now, self.hold_s) if others else set()
+        heavy = above_fair_share(activity, weight_of, now, self.hold_s) if others else set()
         if not heavy:
             return None
         left = {w: self.tokens - sum(self._held[w].values()) for w in rooms if w in self.workers}
