@@ -196,7 +196,7 @@ def plot(tables: dict[str, dict[str, dict]], path: str, title: str) -> None:
         ax.fill_between([1.0, 2.0], 1.0, TARGET_P50, color="tab:green", alpha=0.12, label="P50 and throughput targets")
         for i, (name, row) in enumerate(table.items()):
             x = row["throughput"] / base
-            color = f"C{i % 10}"
+            color = system_color(i)
             ax.plot([x, x], [row["light_p50_slowdown"], row["light_p99_slowdown"]], color=color, lw=1, alpha=0.5)
             ax.scatter([x], [row["light_p50_slowdown"]], color=color, s=45, label=name)
             ax.scatter([x], [row["light_p99_slowdown"]], facecolors="none", edgecolors=color, s=45)
@@ -211,6 +211,14 @@ def plot(tables: dict[str, dict[str, dict]], path: str, title: str) -> None:
     fig.suptitle(title + "\nfilled: light P50, hollow: light P99; dotted: the P99 target", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
+
+
+def system_color(i: int) -> tuple[float, float, float, float]:
+    """The i-th system's colour: tab10 repeats after ten (a lane sweep has more), so then tab20's light
+    shades, from grey on, so that none is a shade of the first three systems' (the baselines') colours."""
+    from matplotlib import colormaps
+
+    return colormaps["tab10"](i) if i < 10 else colormaps["tab20"](2 * ((i + 7) % 10) + 1)
 
 
 def grid_shares(grid: dict) -> list[dict]:

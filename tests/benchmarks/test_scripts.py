@@ -7,6 +7,7 @@ would: ``PYTHONPATH=. python benchmarks/<speed|experiments>/<script>.py ...``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -191,6 +192,16 @@ def test_open_flood_sim_measures_latency_lanes_beside_the_others(tmp_path: Path)
                               "--workers", "3", *args], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                              capture_output=True, text=True, timeout=120)
         assert bad.returncode != 0 and message in bad.stderr, bad.stderr
+
+
+def test_open_flood_sim_plot_tells_a_lane_sweep_apart() -> None:
+    path = ROOT / "benchmarks" / "experiments" / "open_flood_sim.py"
+    spec = importlib.util.spec_from_file_location("open_flood_sim", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # thirteen systems: the three baselines and ten lane settings, as in a sweep; no two share a colour
+    colors = [module.system_color(i) for i in range(13)]
+    assert len(set(colors)) == 13
 
 
 def test_open_flood_sim_reads_the_paper_grid() -> None:
