@@ -10,7 +10,8 @@ no per-worker counter can repair it once the placement is made.
 So the router keeps the queue that matters. A request waits in the router
 until some worker has room in a short local queue (at most
 ``local_queue_requests`` requests and ``local_queue_tokens`` uncached prompt
-tokens dispatched there and not yet admitted into a batch). Which waiting
+tokens dispatched there and not yet admitted into a batch; at most
+``queue_beyond_free_slots`` more than its free running slots). Which waiting
 request goes where is decided by one DLPM instance (``sglang_fair.core``, the
 code every worker runs) over the whole cluster's waiting requests:
 
@@ -85,6 +86,10 @@ NO_ROOM, DEFICIT, PASSED_OVER = HOLD_REASONS
 # (docs/sim-trends/README.md, "The local queue").
 DEFAULT_LOCAL_QUEUE_TOKENS = 2048
 DEFAULT_LOCAL_QUEUE_REQUESTS = 16
+# A worker admits only into free running slots (``worker_max_running``); what waits beyond them
+# in its local queue is pinned to it, and at a flood's end another worker idles while it drains
+# (docs/router.md, rule 1). Four more than its free slots keep its next admissions ready.
+DEFAULT_QUEUE_BEYOND_FREE_SLOTS = 4
 DEFAULT_CANDIDATES_PER_CLIENT = 16  # a client's oldest waiting requests considered per dispatch
 DEFAULT_AFFINITY_RATIO = 1.5  # Preble's rebalance ratio
 # The shared-prefill wait applies from this many shared not-yet-computed prompt tokens
@@ -165,6 +170,7 @@ class GlobalDLPMRouter(IndexedRouter):
         output_weight: float = 2.0,
         local_queue_tokens: int = DEFAULT_LOCAL_QUEUE_TOKENS,
         local_queue_requests: int = DEFAULT_LOCAL_QUEUE_REQUESTS,
+        queue_beyond_free_slots: int = DEFAULT_QUEUE_BEYOND_FREE_SLOTS,
         candidates_per_client: int = DEFAULT_CANDIDATES_PER_CLIENT,
         affinity_ratio: float | None = DEFAULT_AFFINITY_RATIO,
         wait_for_shared_prefill: bool = True,
@@ -185,11 +191,13 @@ class GlobalDLPMRouter(IndexedRouter):
         self.input_weight = check_weight("input weight w_e", input_weight)
         self.output_weight = check_weight("output weight w_q", output_weight)
         for name, value in (("local_queue_tokens", local_queue_tokens), ("local_queue_requests", local_queue_requests),
+                            ("queue_beyond_free_slots", queue_beyond_free_slots),
                             ("candidates_per_client", candidates_per_client)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"router {name} must be a positive integer, got {value!r}")
         self.local_queue_tokens = local_queue_tokens
         self.local_queue_requests = local_queue_requests
+        self.queue_beyond_free_slots = queue_beyond_free_slots
         self.candidates_per_client = candidates_per_client
         if affinity_ratio is not None and not (isinstance(affinity_ratio, (int, float)) and affinity_ratio >= 1):
             raise ValueError(f"router affinity_ratio must be a number >= 1 or None, got {affinity_ratio!r}")
@@ -352,12 +360,23 @@ class GlobalDLPMRouter(IndexedRouter):
     # ---- placement --------------------------------------------------------------
 
     def _has_room(self, worker: int) -> bool:
-        return (self.alive[worker] and len(self.local[worker]) < self.local_queue_requests
+        return (self.alive[worker] and len(self.local[worker]) < self._local_queue_limit(worker)
                 and self.local_tokens[worker] < self.local_queue_tokens)
 
     def _newcomer_room(self, worker: int) -> bool:
         """The one place a full local queue keeps for a client with nothing dispatched."""
-        return self.alive[worker] and len(self.local[worker]) <= self.local_queue_requests
+        return self.alive[worker] and len(self.local[worker]) <= self._local_queue_limit(worker)
+
+    def _local_queue_limit(self, worker: int) -> int:
+        """R, or the worker's free running slots + ``queue_beyond_free_slots`` if fewer (when
+        ``worker_max_running`` is known). Counting free slots, not only a full batch: a batch
+        that finishes together frees every slot at once, and a limit applied only once the
+        next batch is full would find its local queue refilled to R meanwhile."""
+        if self.worker_max_running is None:
+            return self.local_queue_requests
+        running = self.queue_sizes[worker] - len(self.local[worker])  # dispatched, not finished, admitted
+        free = max(0, self.worker_max_running - running)
+        return min(self.local_queue_requests, free + self.queue_beyond_free_slots)
 
     def hold_reasons(self) -> dict[str, str]:
         """Why each held request is still here: ``no room`` (every local queue is full, the place

@@ -197,6 +197,44 @@ def test_the_local_queue_is_bounded_in_uncached_tokens() -> None:
     assert r.take_released() == [("c", 0)]
 
 
+def test_a_local_queue_holds_few_more_than_its_workers_free_slots() -> None:
+    # Requests waiting behind a full batch are pinned to that worker; at a flood's end another
+    # worker would sit idle while it drains them.
+    r = _router(1, worker_max_running=2, local_queue_requests=8, queue_beyond_free_slots=1,
+                wait_for_shared_prefill=False)
+    for rid in ("a", "b"):
+        assert r.route(rid, "x", [ord(rid), 1, 2], 4) == 0
+        r.on_admitted(rid, 0)  # the worker runs 2: its batch is full
+    assert r.route("c", "x", [3, 1, 2], 4) == 0  # its one place
+    assert r.route("d", "x", [4, 1, 2], 4) is None
+    assert r.hold_reasons() == {"d": "no room"}
+    r.on_finish("a", 0, 4)  # a slot frees: one more may wait there
+    assert r.take_released() == [("d", 0)]
+    assert r.route("e", "x", [5, 1, 2], 4) is None
+
+
+def test_a_batch_admitted_one_report_at_a_time_leaves_few_waiting() -> None:
+    # SGLang reports a batch's admissions one by one; were the limit applied only to a full
+    # batch, each admission would refill the local queue while slots remain, up to R.
+    r = _router(1, worker_max_running=4, local_queue_requests=16, queue_beyond_free_slots=1,
+                wait_for_shared_prefill=False)
+    for i in range(30):
+        r.route(f"x{i}", "x", [i, 1, 2], 4)
+    first = list(r.local[0])
+    for rid in first[:4]:
+        r.on_admitted(rid, 0)
+        r.take_released()
+    assert r.queue_sizes[0] - len(r.local[0]) == 4 and len(r.local[0]) == 1
+
+
+def test_without_the_workers_batch_size_the_local_queue_is_r() -> None:
+    r = _router(1, local_queue_requests=3, queue_beyond_free_slots=1, wait_for_shared_prefill=False)
+    for i in range(3):
+        assert r.route(f"a{i}", "x", [i, 1, 2], 4) == 0
+        r.on_admitted(f"a{i}", 0)
+    assert [r.route(f"b{i}", "x", [i, 3, 4], 4) for i in range(4)] == [0, 0, 0, None]
+
+
 def test_deficits_gate_dispatch_across_the_cluster() -> None:
     # One local slot per worker; x floods, y sends one request later: y is placed
     # before x's older requests once x has used its quantum.
@@ -262,6 +300,7 @@ def test_bad_options_are_refused() -> None:
     for options, message in (({"quantum": math.inf}, "finite"), ({"quantum": 0}, "positive"),
                              ({"local_queue_tokens": 0}, "local_queue_tokens"),
                              ({"local_queue_requests": 1.5}, "local_queue_requests"),
+                             ({"queue_beyond_free_slots": 0}, "queue_beyond_free_slots"),
                              ({"affinity_ratio": 0.5}, "affinity_ratio"), ({"output_weight": -1}, "w_q"),
                              ({"wait_for_shared_prefill": "yes"}, "wait_for_shared_prefill"),
                              ({"worker_max_running": 0}, "worker_max_running"),
@@ -318,7 +357,8 @@ def test_global_bound_between_clients_waiting_anywhere(seed: int) -> None:
                      affinity_ratio=rng.choice([None, 1.5]), wait_for_shared_prefill=rng.choice([False, True]),
                      reserve_for_newcomers=rng.choice([False, True]),
                      worker_chunk_tokens=rng.choice([None, 32, 64]),
-                     lane_workers=rng.choice([0, 1]), lane_tokens=rng.choice([64, 256]))
+                     lane_workers=rng.choice([0, 1]), lane_tokens=rng.choice([64, 256]),
+                     worker_max_running=rng.choice([None, BATCH]), queue_beyond_free_slots=rng.choice([1, 4]))
     busy: dict[str, list[bool]] = {}
     cum = run_cluster(router, clients, steps=600, seed=seed, batch=BATCH, local_quantum=256.0, backlogged=busy)
     assert _gaps(cum, busy) <= global_bound(router, clients)
