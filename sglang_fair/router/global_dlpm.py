@@ -372,11 +372,17 @@ class GlobalDLPMRouter(IndexedRouter):
         ``worker_max_running`` is known). Counting free slots, not only a full batch: a batch
         that finishes together frees every slot at once, and a limit applied only once the
         next batch is full would find its local queue refilled to R meanwhile."""
-        if self.worker_max_running is None:
+        free = self._free_slots(worker)
+        if free is None:
             return self.local_queue_requests
-        running = self.queue_sizes[worker] - len(self.local[worker])  # dispatched, not finished, admitted
-        free = max(0, self.worker_max_running - running)
         return min(self.local_queue_requests, free + self.queue_beyond_free_slots)
+
+    def _free_slots(self, worker: int) -> int | None:
+        """Running slots the worker has free (None without ``worker_max_running``)."""
+        if self.worker_max_running is None:
+            return None
+        running = self.queue_sizes[worker] - len(self.local[worker])  # dispatched, not finished or local
+        return max(0, self.worker_max_running - running)
 
     def hold_reasons(self) -> dict[str, str]:
         """Why each held request is still here: ``no room`` (every local queue is full, the place
@@ -563,8 +569,7 @@ class GlobalDLPMRouter(IndexedRouter):
         local = self.local[worker]
         if len(local) != 1 or not self.wait_for_shared_prefill:
             return 0
-        running = self.queue_sizes[worker] - len(local)  # dispatched, not finished, not waiting locally
-        if self.worker_max_running is not None and running >= self.worker_max_running:
+        if self._free_slots(worker) == 0:
             return 0
         sent = self._sent.get(next(iter(local)))
         if sent is None or sent[0] != held.key:
