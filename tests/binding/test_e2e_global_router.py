@@ -10,7 +10,7 @@ requests, so the late-binding path (holding, admission and progress reports,
 release) carries the run. The bench's HTTP backend replays it into a run
 directory and ``python -m sglang_fair.bench audit`` holds it against
 Theorem G's bound. The workers mix chunks of 256 tokens, so the pinned
-prefix is prefilled in two and the router's rule for such prompts is on.
+prefix is prefilled in six and the router's rule for such prompts is on.
 """
 
 from __future__ import annotations
@@ -36,9 +36,15 @@ from sglang_fair.workloads.model import Call, Program, Workload  # noqa: E402
 from tests.support.router_gauges import held_and_inflight  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-PREFIX = tuple(11 + (i * 7) % 900 for i in range(512))
 ROUTER_OPTIONS = {"local_queue_requests": 2}
 CHUNK = 256
+# Longer than the most work a worker holds in flight here once the first pinned calls are
+# done (4 running and up to 3 locally queued requests of at most 48 + 2 x 48 service units):
+# Preble's rebalance moves a request off the worker caching its prefix only when that worker's
+# load exceeds 1.5 x the other's plus the prefill it would recompute, so here it never may,
+# whatever the timing. (At 512 tokens it did once the other worker had drained: one pinned
+# program moved and computed the prefix again.)
+PREFIX = tuple(11 + (i * 7) % 900 for i in range(1536))
 # Long enough that requests stay held across several of the router's once-a-second gauge
 # refreshes: at 16 new tokens a fast CPU finished the held stretch between two of them.
 MAX_NEW = 48
@@ -119,10 +125,12 @@ def test_both_clients_are_served_and_the_run_is_within_theorem_g(server: LocalSe
     for client, records in by_client.items():
         assert all(r.output_tokens == MAX_NEW and r.t_admitted is not None for r in records), client
     assert {r.worker for r in by_client["wide"]} == {0, 1}  # spread over both workers
-    # The pinned client's prefix is found cached: it stays with the worker that holds it.
-    hits = [r for r in by_client["pinned"] if (r.cached_tokens or 0) >= len(PREFIX)]
-    assert len(hits) >= len(by_client["pinned"]) - PINNED_PROGRAMS, [(r.worker, r.cached_tokens)
-                                                                     for r in by_client["pinned"]]
+    # The pinned client's prefix is found cached: both programs stay with the worker that holds
+    # it, and every call after a program's first finds the whole prefix there. (A first call may
+    # find part of it: the other program's first call is still prefilling it, chunk by chunk.)
+    placed = sorted((r.program_id, r.call_index, r.worker, r.cached_tokens) for r in by_client["pinned"])
+    assert len({worker for _, _, worker, _ in placed}) == 1, placed
+    assert all((cached or 0) >= len(PREFIX) for _, call, _, cached in placed if call > 0), placed
     assert watcher.most_held > 0, "the router never held a request: the late-binding path was not exercised"
     # A request leaves its worker's local queue when admitted (or finished): more requests
     # in flight on a worker than its local queue holds means the admissions were reported.
