@@ -317,9 +317,7 @@ def _load_index(path: str) -> type:
 
 
 def _params(name: str) -> set[str]:
-    import inspect
-
-    return set(inspect.signature(ROUTERS[name].__init__).parameters)
+    return set(ROUTERS[name].option_defaults())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import shlex
 from typing import Any
 
 from sglang_fair.binding.http.fair_options import add_fair_arguments
-from sglang_fair.binding.http.router_options import extend_cli, router_config
+from sglang_fair.binding.http.router_options import extend_cli, router_config, worker_settings
 from sglang_fair.core.options import OptionError, parse_client_weights
 from sglang_fair.runs.params import effective_cost, empty_params
 
@@ -42,8 +42,7 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
     elif fair is not None and router is not None:
         try:
             router_options = router_config(router, fair.fair_router_quantum, fair.fair_router_options,
-                                           fair.fair_input_weight, fair.fair_output_weight, fair.fair_quantum,
-                                           fair.max_running_requests).options
+                                           worker_settings(fair)).options
         except ValueError:
             router_options = None
     return {

@@ -47,8 +47,7 @@ def router_defaults(router: str) -> dict:
     """A router's option defaults, read from its constructor."""
     from sglang_fair.router import ROUTERS
 
-    params = inspect.signature(ROUTERS[router].__init__).parameters
-    return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+    return {k: v for k, v in ROUTERS[router].option_defaults().items() if v is not inspect.Parameter.empty}
 
 
 def _need(params: dict, key: str) -> object:

@@ -26,11 +26,14 @@ Routers that place every request at once ignore these calls.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from sglang_fair.core.options import SettingsUpdate
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S, IdleClients
@@ -77,6 +80,20 @@ class Router(ABC):
     holds_requests: bool = False  # True: ``route`` may return None and place the request later
     # True: the router's ``quantum`` is the cluster's Q^u, so it defaults to the policy's --fair-quantum.
     follows_policy_quantum: bool = False
+    # A frozen dataclass holding every option, validated once, for routers built from one:
+    # ``make_router`` then calls ``cls(num_workers, options_type(**options))``.
+    options_type: ClassVar[type | None] = None
+
+    @classmethod
+    def option_defaults(cls) -> dict[str, object]:
+        """Each option the router takes, with its default (``inspect.Parameter.empty``: none)."""
+        if cls.options_type is not None:
+            return {f.name: (f.default if f.default is not dataclasses.MISSING
+                             else f.default_factory() if f.default_factory is not dataclasses.MISSING
+                             else inspect.Parameter.empty)
+                    for f in dataclasses.fields(cls.options_type)}
+        params = inspect.signature(cls.__init__).parameters
+        return {name: p.default for name, p in params.items() if name not in ("self", "num_workers")}
 
     def __init__(self, num_workers: int, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:

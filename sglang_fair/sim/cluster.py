@@ -71,14 +71,18 @@ class SimCluster:
         )
         wc.check()
         self.worker_config = wc
-        from sglang_fair.router import make_router, with_policy_settings
+        from sglang_fair.router import WorkerSettings, make_router, with_worker_settings
 
         # A router that charges tokens prices them as the workers' policy does (and a cluster-wide DLPM
         # takes the workers' quantum), as on the server.
-        router_options = with_policy_settings(config.router, config.router_options, options.input_weight,
-                                              options.output_weight, options.quantum, config.max_running_requests,
-                                              options.client_weights, options.isolation,
-                                              config.chunked_prefill_size if config.enable_mixed_chunk else None)
+        workers = WorkerSettings(
+            input_weight=options.input_weight, output_weight=options.output_weight, quantum=options.quantum,
+            client_weights=dict(options.client_weights), isolation=options.isolation,
+            max_running_requests=config.max_running_requests,
+            mixed_chunk_tokens=config.chunked_prefill_size if config.enable_mixed_chunk else None,
+            kv_pool_tokens=wc.kv_pool_tokens, max_prefill_tokens=config.max_prefill_tokens,
+            idle_timeout_s=options.idle_timeout_s)
+        router_options = with_worker_settings(config.router, config.router_options, workers)
         self.router = (router_factory or make_router)(config.router, config.num_workers, **router_options)
         self.router.clock = lambda: self.now  # idle clients are forgotten in virtual time
         self._feed_cached = _overrides(self.router, "on_cached")

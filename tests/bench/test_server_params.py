@@ -15,7 +15,8 @@ def test_server_params_from_server_info():
     assert (p["policy"], p["quantum"], p["input_weight"], p["output_weight"], p["cost"]) == (
         "dlpm", 4096, 1.0, 2.0, "prefix-aware")
     assert (p["router"], p["router_options"]) == ("d2lpm", {"index_capacity_tokens": 1000, "quantum": 500,
-                                                            "input_weight": 1.0, "output_weight": 2.0})
+                                                            "input_weight": 1.0, "output_weight": 2.0,
+                                                            "idle_timeout_s": 600.0})
     assert (p["num_workers"], p["kv_pool_tokens"], p["max_running_requests"], p["source"]) == (2, 20000, 48,
                                                                                               "server_info")
 

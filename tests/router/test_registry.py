@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
-from sglang_fair.router import ROUTERS, Router, make_router, with_policy_settings
+from sglang_fair.router import ROUTERS, Router, WorkerSettings, make_router, with_worker_settings
+from sglang_fair.router.worker_settings import ROUTER_OPTION
 
 
 def test_all_methods_registered() -> None:
     assert set(ROUTERS) == {"round_robin", "per_client_round_robin", "shortest_queue", "preble", "cache_aware", "d2lpm",
-                            "d2lpm_global"}
+                            "d2lpm_global", "gie", "dynamo"}
 
 
 def test_unknown_router_and_option() -> None:
@@ -23,36 +25,63 @@ def test_unknown_router_and_option() -> None:
         make_router("d2lpm", 0)
 
 
+def _with(name: str, options: dict | None = None, **workers: object) -> dict:
+    return with_worker_settings(name, options or {}, WorkerSettings(**workers))
+
+
 def test_routers_that_charge_tokens_take_the_policy_weights() -> None:
-    assert with_policy_settings("d2lpm", {"quantum": 5}, 1.0, 4.0) == {"quantum": 5, "input_weight": 1.0,
-                                                                      "output_weight": 4.0}
-    assert with_policy_settings("d2lpm_global", {"output_weight": 4}, 1.0, 4.0)["output_weight"] == 4.0
-    assert with_policy_settings("round_robin", {}, 1.0, 4.0) == {}
+    assert _with("d2lpm", {"quantum": 5}, output_weight=4.0) == {"quantum": 5, "input_weight": 1.0,
+                                                                 "output_weight": 4.0}
+    assert _with("d2lpm_global", {"output_weight": 4}, output_weight=4.0)["output_weight"] == 4.0
+    assert _with("round_robin", output_weight=4.0) == {}
     for given in (3.0, "4", True):
         with pytest.raises(ValueError, match="contradicts --fair-output-weight"):
-            with_policy_settings("d2lpm", {"output_weight": given}, 1.0, 4.0)
+            _with("d2lpm", {"output_weight": given}, output_weight=4.0)
 
 
 def test_the_cluster_wide_dlpm_takes_the_policy_quantum_unless_its_own_is_set() -> None:
-    assert with_policy_settings("d2lpm_global", {}, 1.0, 2.0, 256.0)["quantum"] == 256.0
-    assert with_policy_settings("d2lpm_global", {"quantum": 4096}, 1.0, 2.0, 256.0)["quantum"] == 4096
-    assert make_router("d2lpm_global", 2, **with_policy_settings("d2lpm_global", {}, 1.0, 2.0, 256.0)).fair.options.quantum == 256.0
-    # Algorithm 2's Q^w is a per-worker quantum of its own, not Q^u.
-    assert "quantum" not in with_policy_settings("d2lpm", {}, 1.0, 2.0, 256.0)
-    assert "quantum" not in with_policy_settings("round_robin", {}, 1.0, 2.0, 256.0)
+    assert _with("d2lpm_global", quantum=256.0)["quantum"] == 256.0
+    assert _with("d2lpm_global", {"quantum": 4096}, quantum=256.0)["quantum"] == 4096
+    assert make_router("d2lpm_global", 2, **_with("d2lpm_global", quantum=256.0)).fair.options.quantum == 256.0
+    # Algorithm 2's Q^w is a per-worker quantum of its own, not Q^u; Dynamo's quantum is its own too.
+    for name in ("d2lpm", "round_robin", "dynamo"):
+        assert "quantum" not in _with(name, quantum=256.0)
 
 
 def test_the_late_binding_router_learns_the_workers_running_limit() -> None:
-    assert with_policy_settings("d2lpm_global", {}, 1.0, 2.0, None, 4)["worker_max_running"] == 4
-    assert "worker_max_running" not in with_policy_settings("d2lpm_global", {}, 1.0, 2.0, None, None)
-    assert "worker_max_running" not in with_policy_settings("d2lpm", {}, 1.0, 2.0, None, 4)
+    assert _with("d2lpm_global", max_running_requests=4)["worker_max_running"] == 4
+    assert "worker_max_running" not in _with("d2lpm_global")
+    assert "worker_max_running" not in _with("d2lpm", max_running_requests=4)
 
 
 def test_the_late_binding_router_learns_the_chunk_size_of_workers_that_mix_chunks() -> None:
-    assert with_policy_settings("d2lpm_global", {}, 1.0, 2.0, mixed_chunk_tokens=1024)["worker_chunk_tokens"] == 1024
+    assert _with("d2lpm_global", mixed_chunk_tokens=1024)["worker_chunk_tokens"] == 1024
     for tokens in (None, -1):  # not mixing, or chunking off
-        assert "worker_chunk_tokens" not in with_policy_settings("d2lpm_global", {}, 1.0, 2.0, mixed_chunk_tokens=tokens)
-    assert "worker_chunk_tokens" not in with_policy_settings("preble", {}, 1.0, 2.0, mixed_chunk_tokens=1024)
+        assert "worker_chunk_tokens" not in _with("d2lpm_global", mixed_chunk_tokens=tokens)
+    assert "worker_chunk_tokens" not in _with("preble", mixed_chunk_tokens=1024)
+
+
+# A value for every worker setting, unlike each router's default.
+SET = {"quantum": 256.0, "client_weights": {"alice": 2.0}, "isolation": True, "max_running_requests": 7,
+       "mixed_chunk_tokens": 333, "kv_pool_tokens": 12345, "max_prefill_tokens": 4321, "idle_timeout_s": 77.0}
+
+
+@pytest.mark.parametrize("setting", sorted(ROUTER_OPTION))
+def test_every_worker_setting_reaches_each_router_that_takes_it_and_is_applied(setting: str) -> None:
+    option = ROUTER_OPTION[setting]
+    takers = [name for name, cls in ROUTERS.items() if option in cls.option_defaults()
+              and (setting != "quantum" or cls.follows_policy_quantum)]
+    assert takers, f"no router takes {option}: the setting would go nowhere"
+    for name in takers:
+        options = _with(name, **{setting: SET[setting]})
+        assert options[option] == SET[setting], name
+        make_router(name, 2, **options)  # a real option of the router, with a value it accepts
+        assert _with(name, {option: options[option]}, **{setting: SET[setting]})[option] == SET[setting]
+
+
+def test_worker_settings_cover_the_launcher_options() -> None:
+    assert set(ROUTER_OPTION) == {f.name for f in dataclasses.fields(WorkerSettings)} - {"input_weight",
+                                                                                          "output_weight"}
 
 
 @pytest.mark.parametrize("name", sorted(ROUTERS))

@@ -25,7 +25,7 @@ from sglang_fair.binding.common import settings
 from sglang_fair.binding.common.router_channels import FAIR_METHODS, kv_ports, router_host
 from sglang_fair.binding.common.settings import RouterSettings
 from sglang_fair.core.options import json_object, parse_client_weights
-from sglang_fair.router import make_router, with_policy_settings
+from sglang_fair.router import WorkerSettings, make_router, with_worker_settings
 
 
 def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
@@ -42,25 +42,34 @@ def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
 
 
 def router_config(method: str, quantum: float | None, options_json: str | None,
-                  input_weight: float = 1.0, output_weight: float = 2.0,
-                  policy_quantum: float | None = None, max_running_requests: int | None = None,
-                  client_weights: dict[str, float] | None = None, isolation: bool = False,
-                  mixed_chunk_tokens: int | None = None) -> RouterSettings:
+                  workers: WorkerSettings = WorkerSettings()) -> RouterSettings:
     """The router configuration from the CLI values; raises ValueError naming the bad option.
 
-    A router that charges tokens (D²LPM) takes the policy's weights
-    (``--fair-input-weight``/``--fair-output-weight``), as the workers do;
-    ``d2lpm_global`` also takes ``--fair-quantum`` unless ``--fair-router-quantum``
-    or the options set its quantum, ``--fair-client-weights``, ``--max-running-requests`` when set,
-    with ``--fair-isolation`` keeps a local-queue place for newcomers, and with
-    ``--enable-mixed-chunk`` takes ``--chunked-prefill-size`` when set (``mixed_chunk_tokens``).
+    ``--fair-router-quantum`` sets the router's quantum; the router takes from
+    ``workers`` what it must share with them (``router/worker_settings.py``):
+    the policy's weights, ``--fair-quantum`` (``d2lpm_global``),
+    ``--fair-client-weights``, ``--fair-isolation``, ``--fair-idle-timeout``,
+    ``--max-running-requests``, ``--max-total-tokens``, ``--max-prefill-tokens``,
+    and ``--chunked-prefill-size`` under ``--enable-mixed-chunk``.
     """
     options = json_object(options_json, "--fair-router-options") if options_json else {}
     if quantum is not None:
         options["quantum"] = quantum
-    return RouterSettings(method, with_policy_settings(method, options, input_weight, output_weight, policy_quantum,
-                                                       max_running_requests, client_weights, isolation,
-                                                       mixed_chunk_tokens))
+    return RouterSettings(method, with_worker_settings(method, options, workers))
+
+
+def worker_settings(args: argparse.Namespace) -> WorkerSettings:
+    """The workers' settings a router may need, from parsed launch arguments (absent ones: unset)."""
+    def get(name: str, default: object = None) -> object:
+        return getattr(args, name, default)
+
+    return WorkerSettings(
+        input_weight=get("fair_input_weight", 1.0), output_weight=get("fair_output_weight", 2.0),
+        quantum=get("fair_quantum"), client_weights=parse_client_weights(get("fair_client_weights")),
+        isolation=bool(get("fair_isolation", False)), max_running_requests=get("max_running_requests"),
+        mixed_chunk_tokens=get("chunked_prefill_size") if get("enable_mixed_chunk", False) else None,
+        kv_pool_tokens=get("max_total_tokens"), max_prefill_tokens=get("max_prefill_tokens"),
+        idle_timeout_s=get("fair_idle_timeout"))
 
 
 def validated_router(args: argparse.Namespace) -> RouterSettings | None:
@@ -70,13 +79,7 @@ def validated_router(args: argparse.Namespace) -> RouterSettings | None:
     if method not in FAIR_METHODS:
         return None
     config = router_config(method, getattr(args, "fair_router_quantum", None),
-                           getattr(args, "fair_router_options", None),
-                           getattr(args, "fair_input_weight", 1.0), getattr(args, "fair_output_weight", 2.0),
-                           getattr(args, "fair_quantum", None), getattr(args, "max_running_requests", None),
-                           parse_client_weights(getattr(args, "fair_client_weights", None)),
-                           bool(getattr(args, "fair_isolation", False)),
-                           getattr(args, "chunked_prefill_size", None) if getattr(args, "enable_mixed_chunk", False)
-                           else None)
+                           getattr(args, "fair_router_options", None), worker_settings(args))
     make_router(method, _dp_size(args), **config.options)
     return config
 

@@ -160,3 +160,27 @@ def test_server_info_names_the_router_and_its_options(monkeypatch) -> None:
         "local_queue_requests": 2, "input_weight": 1.0, "output_weight": 2.0}}
     assert "fair_router" not in server_info.describe_router({}, _namespace(load_balance_method="round_robin"))
     assert "fair_router" not in server_info.describe_router({}, _namespace(dp_size=1))
+
+
+def test_every_launcher_option_with_a_router_counterpart_reaches_the_worker_settings() -> None:
+    import dataclasses
+
+    from sglang.srt.server_args import ServerArgs
+
+    from sglang_fair.binding.http.fair_options import add_fair_arguments
+    from sglang_fair.router import WorkerSettings
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    if not any("--fair-quantum" in a.option_strings for a in parser._actions):  # the plugin's hook adds them
+        add_fair_arguments(parser)
+    args = parser.parse_args([
+        "--model-path", "m", "--fair-input-weight", "0.5", "--fair-output-weight", "3", "--fair-quantum", "99",
+        "--fair-client-weights", "alice=2", "--fair-isolation", "--max-running-requests", "7",
+        "--enable-mixed-chunk", "--chunked-prefill-size", "333", "--max-total-tokens", "12345",
+        "--max-prefill-tokens", "4321", "--fair-idle-timeout", "77"])
+    given = router_options.worker_settings(args)
+    defaults = WorkerSettings()
+    unset = [f.name for f in dataclasses.fields(WorkerSettings) if getattr(given, f.name) == getattr(defaults, f.name)]
+    assert not unset, f"launcher options that never reach a router: {unset}"
+    assert (given.mixed_chunk_tokens, given.kv_pool_tokens, given.idle_timeout_s) == (333, 12345, 77.0)
