@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One-shot, idempotent install of sglang-fair for CPU-only machines (tests, CI,
 # the demo): CPU torch, SGLang 0.5.23 without its GPU-only dependencies,
-# pinned requirements, the CPU stand-ins and the project itself (editable).
+# pinned requirements, the CPU stand-ins and the project itself (editable),
+# then the SGLang gateways the peer benchmarks run, each in its own environment
+# (scripts/install_gateways.sh; GATEWAYS=0 leaves them out).
 #
 #   scripts/install_cpu.sh              # into ./.venv of the repository
 #   VENV=/path/to/venv scripts/install_cpu.sh
@@ -70,3 +72,7 @@ if problems="$("${PIP[@]}" check 2>&1 | grep -v -E "^sglang ${SGLANG_VERSION//./
     fi
 fi
 "$VENV/bin/python" -c "import sglang, sglang_fair, sgl_kernel, torchvision; print('install_cpu: ok,', sglang.__version__)"
+
+if [[ "${GATEWAYS:-1}" != 0 ]]; then
+    PYTHON="$PYTHON" "$REPO/scripts/install_gateways.sh"
+fi

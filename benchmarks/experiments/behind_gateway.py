@@ -1,8 +1,9 @@
 """DLPM servers behind SGLang's gateway: do the tenants reach the workers, and does one tenant's errors lock out the others?
 
 Two workers (``--policy dlpm --enable-metrics``, one core each) behind the
-gateway (``sglang-router``, ``cache_aware``), once with the gateway's defaults
-and once per ``--variant`` (gateway flags):
+gateway (``--gateway``: ``smg`` 1.13 by default, or ``sglang-router`` 0.3.2;
+``cache_aware``), once with the gateway's defaults and once per
+``--variant`` (gateway flags):
 
 * **identity**: tenant ``alice`` sends requests naming herself in the
   ``X-Client-Id`` header, ``bob`` in the body's ``routing_key``, ``carol`` in
@@ -27,7 +28,7 @@ share) and serve the others; per gateway setting (its defaults, then each
 each of its requests reached a worker (the gateway's retries), and whether a
 light tenant that came after was still served.
 
-    PYTHONPATH=. python benchmarks/experiments/behind_gateway.py [--bad 40] [--window 30] \\
+    PYTHONPATH=. python benchmarks/experiments/behind_gateway.py [--gateway smg] [--bad 40] [--window 30] \\
         [--variant="--disable-circuit-breaker"]
     PYTHONPATH=. python benchmarks/experiments/behind_gateway.py --forwarding
     PYTHONPATH=. python benchmarks/experiments/behind_gateway.py --throttled [--variant="--disable-retries"]
@@ -51,7 +52,7 @@ from pathlib import Path
 
 import aiohttp
 
-from sglang_fair.bench.gateway import Gateway, gateway_missing
+from sglang_fair.bench.gateway import GATEWAYS, Gateway, gateway_missing
 
 SERVER = ["--policy", "dlpm", "--enable-metrics"]
 GATEWAY = ["--policy", "cache_aware"]
@@ -125,14 +126,15 @@ async def bad_tenant(url: str, bad: int, window_s: float, period_s: float, bad_a
 
 
 # What a caller may name itself with, and where; the stand-in worker reports which of them arrive.
+MODEL = "m"  # the model the stand-in workers say they serve (the probes name it)
 PROBES = {
     "/generate": ({"text": "hello", "routing_key": "body-key"},
                   {"X-Client-Id": "header-client", "X-App-Id": "app", "x-smg-routing-key": "smg-key",
                    "Authorization": "Bearer sk-probe-0123456789", "X-Api-Key": "sk-probe-0123456789"}),
-    "/v1/completions": ({"model": "m", "prompt": "hello", "user": "body-user"},
+    "/v1/completions": ({"model": MODEL, "prompt": "hello", "user": "body-user"},
                         {"X-Client-Id": "header-client", "x-smg-routing-key": "smg-key",
                          "Authorization": "Bearer sk-probe-0123456789", "X-Api-Key": "sk-probe-0123456789"}),
-    "/v1/chat/completions": ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "user": "body-user"},
+    "/v1/chat/completions": ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "user": "body-user"},
                              {"X-Client-Id": "header-client", "x-smg-routing-key": "smg-key",
                               "Authorization": "Bearer sk-probe-0123456789", "X-Api-Key": "sk-probe-0123456789"}),
 }
@@ -165,23 +167,30 @@ async def stand_in_workers(count: int, handler):
             await runner.cleanup()
 
 
-def _answer():
+def _answer(request=None):
+    """A stand-in worker's answer: a generation, or what a gateway asks a worker about itself (smg
+    routes an OpenAI request only to a worker that serves its model)."""
     from aiohttp import web
 
+    if request is not None and request.method == "GET":
+        if request.path.endswith("/models"):
+            return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        return web.json_response({"model_path": MODEL, "served_model_name": MODEL, "tokenizer_path": MODEL,
+                                  "max_running_requests": 16, "is_generation": True})
     return web.json_response({"text": "x", "meta_info": {"prompt_tokens": 1, "completion_tokens": 1}})
 
 
-async def forwarding(log_dir: Path) -> dict[str, dict[str, bool]]:
+async def forwarding(log_dir: Path, kind: str) -> dict[str, dict[str, bool]]:
     """Route -> each identity field sent -> whether it reached a stand-in worker behind the gateway."""
     received: dict[str, tuple[dict, dict]] = {}
 
     async def worker(request):
         if request.method == "POST":
             received[request.path] = ({k.lower(): v for k, v in request.headers.items()}, await request.json())
-        return _answer()
+        return _answer(request)
 
     async with stand_in_workers(1, worker) as urls:
-        gateway = Gateway.around(urls, GATEWAY, log_dir)
+        gateway = Gateway.around(urls, GATEWAY, log_dir, kind=kind)
         try:
             await asyncio.to_thread(gateway.__enter__)
             async with aiohttp.ClientSession() as session:
@@ -202,7 +211,7 @@ THROTTLED = "flooder"  # the tenant the stand-in workers answer 429, as FairServ
 RETRY_AFTER_S = 2
 
 
-async def throttled(variant: Sequence[str], log_dir: Path, requests: int, light: int) -> dict:
+async def throttled(variant: Sequence[str], log_dir: Path, requests: int, light: int, kind: str) -> dict:
     """Behind the gateway (``variant`` flags), two stand-in workers answer every request of one tenant 429
     with ``Retry-After`` and serve the others. The throttled tenant sends ``requests`` requests at once,
     then a light tenant ``light`` one after another. Returns what each saw and how often each request
@@ -213,16 +222,16 @@ async def throttled(variant: Sequence[str], log_dir: Path, requests: int, light:
 
     async def worker(request):
         if request.method != "POST":
-            return _answer()
+            return _answer(request)
         body = await request.json()
         arrivals[body.get("text", "")] += 1
         if request.headers.get("x-smg-routing-key") == THROTTLED:
             return web.json_response({"error": {"message": "throttled: above its fair share", "code": 429}},
                                      status=429, headers={"Retry-After": str(RETRY_AFTER_S)})
-        return _answer()
+        return _answer(request)
 
     async with stand_in_workers(2, worker) as urls:
-        gateway = Gateway.around(urls, [*GATEWAY, *variant], log_dir)
+        gateway = Gateway.around(urls, [*GATEWAY, *variant], log_dir, kind=kind)
         try:
             await asyncio.to_thread(gateway.__enter__)
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
@@ -262,20 +271,21 @@ def main(argv: list[str] | None = None) -> int:
                         "fields the gateway passes on, seen by a stand-in worker (seconds, no model)")
     parser.add_argument("--throttled", action="store_true", help="instead: what the gateway does with a worker's "
                         "429 + Retry-After to one tenant, seen by stand-in workers (seconds, no model)")
+    parser.add_argument("--gateway", choices=sorted(GATEWAYS), default="smg", help="which gateway (default smg)")
     parser.add_argument("--log-dir", default="/tmp/behind-gateway", help="where the servers' and gateway's logs go")
     args = parser.parse_args(argv)
-    if missing := gateway_missing():
+    if missing := gateway_missing(args.gateway):
         print(f"cannot run: {missing}", file=sys.stderr)
         return 2
     if args.forwarding:
-        for path, fields in asyncio.run(forwarding(Path(args.log_dir) / "forwarding")).items():
+        for path, fields in asyncio.run(forwarding(Path(args.log_dir) / "forwarding", args.gateway)).items():
             print(f"{path}: " + ", ".join(f"{field} {'passed' if ok else 'DROPPED'}" for field, ok in fields.items()))
         return 0
     variants = [""] + (args.variant or DEFAULT_VARIANTS)
     if args.throttled:
         for k, variant in enumerate(variants):
             seen = asyncio.run(throttled(variant.split(), Path(args.log_dir) / f"throttled-{k}", args.bad,
-                                         args.requests))
+                                         args.requests, args.gateway))
             print(f"== {variant or 'gateway defaults'}")
             print(f"  throttled tenant: {args.bad} requests answered {seen['throttled']}, Retry-After passed on "
                   f"{seen['retry_after_passed']}; each reached a worker {seen['attempts']['min']}-"
@@ -288,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         flags = variant.split()
         name = variant or "gateway defaults"
         print(f"[{name}] starting ...", file=sys.stderr, flush=True)
-        with Gateway(2, SERVER, GATEWAY + flags, log_dir=Path(args.log_dir) / f"variant-{k}") as gateway:
+        with Gateway(2, SERVER, GATEWAY + flags, log_dir=Path(args.log_dir) / f"variant-{k}",
+                     kind=args.gateway) as gateway:
             asyncio.run(identity(gateway.base_url, args.requests))
             time.sleep(2 * METRICS_REFRESH_S)
             charged = service_by_worker(gateway)

@@ -9,7 +9,8 @@ prompts, so the gateway's cache-aware rule sees the shared prefix.
 
 Systems (two workers, each on one core of this machine, ``--max-running-requests 16``):
 
-* ``d2lpm``: ``--policy dlpm --dp 2`` (the cluster-wide DLPM router, ``d2lpm_global``);
+* ``d2lpm``: ``--policy dlpm --dp 2``, nothing else (the cluster-wide DLPM router,
+  ``d2lpm_global``, with its defaults);
 * ``d2lpm+isolation``: the same with ``--fair-isolation``;
 * ``d2lpm+lane`` / ``d2lpm+isolation+lane``: the same with worker 1 a latency
   lane (router options ``lane_workers`` 1, ``lane_tokens`` ``--lane-tokens``,
@@ -17,12 +18,23 @@ Systems (two workers, each on one core of this machine, ``--max-running-requests
   many tokens there, and the light tenants go there beside it
   (docs/latency_isolation.md); not run by default;
 * ``preble``: ``--policy lpm --dp 2 --load-balance-method preble``;
-* ``gateway+lpm`` / ``gateway+dlpm``: SGLang's gateway (``sglang-router``,
-  ``cache_aware``) in front of two single-worker LPM / DLPM servers, each
-  pinned to its core; not run by default: ``gateway-rr+dlpm`` (round-robin),
-  and ``gateway+dlpm+isolation`` / ``gateway-rr+dlpm+isolation`` (DLPM
+* ``gie`` / ``dynamo``: the peers' routers (``--load-balance-method gie``: the
+  Gateway API Inference Extension's flow control with VTC and its scorers;
+  ``dynamo``: Dynamo's policy queue with weighted DRR and its KV cost;
+  docs/router.md) in front of stock SGLang workers (its default policy, FCFS);
+* ``smg``: ``smg`` 1.13 (the SGLang model gateway) with its defaults
+  (``cache_aware``) in front of two single-worker LPM servers, each pinned to
+  its core;
+* ``smg+priority``: the same with its priority scheduler set up by an operator
+  who knows who floods: the flooder held to the bulk class, the light tenants
+  asking for interactive (four slots reserved for it), 32 requests in flight at
+  most (the workers' batches; the rest queue in the gateway);
+* ``sglang-router`` / ``sglang-router+dlpm``: ``sglang-router`` 0.3.2 (the
+  gateway's January release, ``cache_aware``) in front of two LPM / DLPM
+  servers; not run by default: ``sglang-router-rr+dlpm`` (round-robin), and
+  ``sglang-router+dlpm+isolation`` / ``sglang-router-rr+dlpm+isolation`` (DLPM
   servers with ``--fair-isolation``).
-  Skipped with a message when the gateway is not installed.
+  A gateway not installed (``scripts/install_gateways.sh``) is skipped with a message.
 
 Every server of a system is started when the system's turn comes and stopped
 after it (a cluster needs both cores); systems take turns in a rotating order
@@ -55,49 +67,75 @@ import json
 import shlex
 import statistics
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from sglang_fair.bench.flood import (Rep, Shape, add_flood_options, check_line, p99, pooled,
+from sglang_fair.bench.flood import (FLOODER, Rep, Shape, add_flood_options, check_line, p99, pooled,
                                      positive_int, run_flood, server_log_dir)
-from sglang_fair.bench.gateway import Gateway, gateway_missing
+from sglang_fair.bench.gateway import Gateway, gateway_missing, smg_priority_config
 from sglang_fair.testing.server import LocalServer
 
 # Every request streams (the audit needs each token's time). One event per token made the benchmark's own
 # client, on the same two cores, the bottleneck: light P99 3.0-4.3 s against 0.43-0.48 s unstreamed on the
 # same server. One event per 16 tokens: 0.72-0.81 s against 0.65-0.67 s.
 SERVER = ["--max-running-requests", "16", "--enable-metrics", "--stream-interval", "16"]
-# name -> ("dp", launcher arguments) or ("gateway", worker launcher arguments, gateway arguments)
-SYSTEMS: dict[str, tuple] = {
-    "d2lpm": ("dp", ["--policy", "dlpm", "--dp", "2"]),
-    "d2lpm+isolation": ("dp", ["--policy", "dlpm", "--dp", "2", "--fair-isolation"]),
-    "d2lpm+lane": ("dp", ["--policy", "dlpm", "--dp", "2"]),
-    "d2lpm+isolation+lane": ("dp", ["--policy", "dlpm", "--dp", "2", "--fair-isolation"]),
-    "preble": ("dp", ["--policy", "lpm", "--dp", "2", "--load-balance-method", "preble"]),
-    "gateway+lpm": ("gateway", ["--policy", "lpm"], ["--policy", "cache_aware"]),
-    "gateway+dlpm": ("gateway", ["--policy", "dlpm"], ["--policy", "cache_aware"]),
-    "gateway-rr+dlpm": ("gateway", ["--policy", "dlpm"], ["--policy", "round_robin"]),
-    "gateway+dlpm+isolation": ("gateway", ["--policy", "dlpm", "--fair-isolation"], ["--policy", "cache_aware"]),
-    "gateway-rr+dlpm+isolation": ("gateway", ["--policy", "dlpm", "--fair-isolation"], ["--policy", "round_robin"]),
+@dataclass(frozen=True)
+class System:
+    """How to start one system: ``kind`` "dp" (one ``--dp 2`` server of ours) or a gateway's name."""
+
+    kind: str
+    launcher: tuple[str, ...]  # the server's (or each gateway worker's) launcher arguments
+    gateway: tuple[str, ...] = ()  # the gateway's own arguments
+    ours: bool = False  # d2lpm_global routes it: a theorem bounds its runs
+    files: tuple[tuple[str, str], ...] = ()  # (name, text) written for the gateway, "{name}" in its arguments
+    expect_log: str | None = None  # what the gateway must log once ready
+
+
+DP = ("--dp", "2")
+LPM_SERVERS, DLPM_SERVERS = ("--policy", "lpm"), ("--policy", "dlpm")
+# The flood's batches fill the workers (16 slots each): 32 in flight, the rest wait in the gateway.
+SMG_PRIORITY = System("smg", LPM_SERVERS, ("--policy", "cache_aware", "--priority-scheduler-enabled",
+                                           "--priority-scheduler-config", "{priority.yaml}", "--trust-tenant-header",
+                                           "--max-concurrent-requests", "32"),
+                      files=(("priority.yaml", smg_priority_config([FLOODER], interactive_slots=4)),),
+                      expect_log="priority scheduler enabled")
+SYSTEMS: dict[str, System] = {
+    "d2lpm": System("dp", ("--policy", "dlpm", *DP), ours=True),
+    "d2lpm+isolation": System("dp", ("--policy", "dlpm", *DP, "--fair-isolation"), ours=True),
+    "d2lpm+lane": System("dp", ("--policy", "dlpm", *DP), ours=True),
+    "d2lpm+isolation+lane": System("dp", ("--policy", "dlpm", *DP, "--fair-isolation"), ours=True),
+    "preble": System("dp", ("--policy", "lpm", *DP, "--load-balance-method", "preble")),
+    "gie": System("dp", ("--policy", "fcfs", *DP, "--load-balance-method", "gie")),
+    "dynamo": System("dp", ("--policy", "fcfs", *DP, "--load-balance-method", "dynamo")),
+    "smg": System("smg", LPM_SERVERS, ("--policy", "cache_aware")),
+    "smg+priority": SMG_PRIORITY,
+    "sglang-router": System("sglang-router", LPM_SERVERS, ("--policy", "cache_aware")),
+    "sglang-router+dlpm": System("sglang-router", DLPM_SERVERS, ("--policy", "cache_aware")),
+    "sglang-router-rr+dlpm": System("sglang-router", DLPM_SERVERS, ("--policy", "round_robin")),
+    "sglang-router+dlpm+isolation": System("sglang-router", (*DLPM_SERVERS, "--fair-isolation"),
+                                           ("--policy", "cache_aware")),
+    "sglang-router-rr+dlpm+isolation": System("sglang-router", (*DLPM_SERVERS, "--fair-isolation"),
+                                              ("--policy", "round_robin")),
 }
-DEFAULT_SYSTEMS = ["d2lpm", "d2lpm+isolation", "preble", "gateway+lpm", "gateway+dlpm"]
+DEFAULT_SYSTEMS = ["d2lpm", "gie", "dynamo", "smg", "smg+priority", "sglang-router", "preble"]
 # Four flood requests (512 + 16 prompt tokens, 64 new): a CPU decode step grows about linearly with the
 # batch (8 ms alone, 85 ms at sixteen on the AMD machine), so a lane at four costs the flood little.
 LANE_TOKENS = 2400
-GATEWAY = "gateway+lpm"  # what an SGLang user has
-TARGET_MAKESPAN_VS_GATEWAY = 0.75
-TARGET_LIGHT_P99_SLOWDOWN = 15.0  # with --fair-isolation or a lane
+OURS = "d2lpm"  # --policy dlpm --dp 2 with nothing else: the headline system
 TARGET_LIGHT_P99_VS_PREBLE = 0.1
+# (system, ours' makespan / its makespan at most, at 64 / at 256 connections; ours' light P99 / its at most)
+TARGETS = (("smg", {64: 0.9, 256: 1.0}, 0.2), ("smg+priority", {64: 1.0, 256: 1.0}, 1.0),
+           ("gie", {64: 1.0, 256: 1.0}, 1.0), ("dynamo", {64: 1.0, 256: 1.0}, 1.0))
 
 
 def ours(name: str) -> bool:
     """A cluster of ours (``--dp 2`` with ``d2lpm_global``): a theorem bounds its runs."""
-    return SYSTEMS[name][0] == "dp" and name != "preble"
+    return SYSTEMS[name].ours
 
 
 def launcher_args(name: str, lane_tokens: int, lane_hold_s: float | None = None) -> list[str]:
     """The launcher arguments of a ``--dp`` system, its lane's router options included."""
-    args = list(SYSTEMS[name][1])
+    args = list(SYSTEMS[name].launcher)
     if name.endswith("+lane"):
         options = {"lane_workers": 1, "lane_tokens": lane_tokens}
         if lane_hold_s is not None:
@@ -110,14 +148,15 @@ def launcher_args(name: str, lane_tokens: int, lane_hold_s: float | None = None)
 def cluster(name: str, log_dir: Path, server: list[str], lane_tokens: int = LANE_TOKENS,
             lane_hold_s: float | None = None):
     """The running system ``name``, every worker started with ``server``; yields its URL."""
-    kind, *args = SYSTEMS[name]
-    if kind == "dp":
+    system = SYSTEMS[name]
+    if system.kind == "dp":
         with LocalServer(module="sglang_fair.launch_server",
                          extra_args=[*launcher_args(name, lane_tokens, lane_hold_s), *server],
                          log_path=log_dir / f"{name}.log") as server:
             yield server.base_url
     else:
-        with Gateway(2, [*args[0], *server], args[1], log_dir=log_dir / name) as gateway:
+        with Gateway(2, [*system.launcher, *server], system.gateway, log_dir=log_dir / name, kind=system.kind,
+                     files=dict(system.files), expect_log=system.expect_log) as gateway:
             yield gateway.base_url
 
 
@@ -131,7 +170,7 @@ def run_all(systems: list[str], shape: Shape, intensities: list[int], reps: int,
             with cluster(name, log_dir, server, lane_tokens, lane_hold_s) as url:
                 for connections in intensities:
                     # A cluster of ours reports its configuration: audit each repetition's run directory.
-                    run_dir = log_dir / f"{name}-c{connections}-r{i + 1}" if SYSTEMS[name][0] == "dp" else None
+                    run_dir = log_dir / f"{name}-c{connections}-r{i + 1}" if SYSTEMS[name].kind == "dp" else None
                     rep = asyncio.run(run_flood(url, replace(shape, connections=connections), seed=i,
                                                 run_dir=run_dir))
                     if rep.answered != rep.sent:
@@ -201,18 +240,18 @@ def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
     return table
 
 
-def checks(table: dict[str, dict]) -> list[tuple[str, float, float, str]]:
-    """(label, value, target, op) of each target whose systems ran."""
+def checks(table: dict[str, dict], connections: int = 64) -> list[tuple[str, float, float, str]]:
+    """(label, value, target, op) of each target whose systems ran, at ``connections`` flood connections."""
     out = []
     mine = [name for name in table if ours(name)]
     for name in mine:
-        if GATEWAY in table:
-            out.append((f"{name} makespan / {GATEWAY}'s", table[name]["makespan_s"] / table[GATEWAY]["makespan_s"],
-                        TARGET_MAKESPAN_VS_GATEWAY, "<="))
-    for name in mine:
-        if name != "d2lpm":  # the latency target is for the systems built for it: isolation, lanes
-            out.append((f"{name} light P99 / idle", table[name]["light_p99_slowdown"], TARGET_LIGHT_P99_SLOWDOWN, "<="))
-    for name in mine:
+        for peer, makespan, p99_ratio in TARGETS:
+            if peer not in table:
+                continue
+            out.append((f"{name} makespan / {peer}'s", table[name]["makespan_s"] / table[peer]["makespan_s"],
+                        makespan.get(connections, 1.0), "<="))
+            out.append((f"{name} light P99 / {peer}'s", table[name]["light_p99_s"] / table[peer]["light_p99_s"],
+                        p99_ratio, "<="))
         if "preble" in table:
             out.append((f"{name} light P99 / preble's", table[name]["light_p99_s"] / table["preble"]["light_p99_s"],
                         TARGET_LIGHT_P99_VS_PREBLE, "<="))
@@ -238,7 +277,7 @@ def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: i
                      f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x"
                      f"{_ms(row['light_ttft_p99_s']):>10}{_ms(row['client_lag_max_s']):>8}{_audit_cell(row['audit']):>7}  "
                      f"{'/'.join(map(str, row['flood_split'])) if row['flood_split'] else '-'}")
-    lines += [check_line(*check) for check in checks(table)]
+    lines += [check_line(*check) for check in checks(table, connections)]
     return "\n".join(lines)
 
 
@@ -290,10 +329,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="more launcher arguments for every worker of every system, as one word: --server-args='--chunked-prefill-size 512'")
     args = parser.parse_args(argv)
     systems = list(args.systems)
-    missing = gateway_missing()
-    if missing and any(SYSTEMS[s][0] == "gateway" for s in systems):
-        print(f"skipping the gateway systems: {missing}", file=sys.stderr)
-        systems = [s for s in systems if SYSTEMS[s][0] != "gateway"]
+    for kind in sorted({SYSTEMS[s].kind for s in systems} - {"dp"}):
+        if missing := gateway_missing(kind):
+            print(f"skipping the {kind} systems: {missing}", file=sys.stderr)
+            systems = [s for s in systems if SYSTEMS[s].kind != kind]
     if not systems:
         parser.error("no system left to run")
     shape = Shape(flood=args.flood, light_tenants=args.light_tenants, chain=args.chain, think_s=args.think, text=True)

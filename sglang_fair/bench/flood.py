@@ -124,8 +124,12 @@ async def _generate(session: aiohttp.ClientSession, url: str, client: str, body:
                     recorder: _Recorder | None, program: str, call: int = 0) -> dict:
     """One request; with a ``recorder`` it streams (the audit needs every token's time) and is recorded."""
     rep.sent += 1
-    # x-smg-routing-key too: SGLang's gateway passes on only that one (docs/gateway.md).
-    headers = {"X-Client-Id": client, "x-smg-routing-key": client}
+    # x-smg-routing-key too: SGLang's gateway passes on only that one (docs/gateway.md); smg names its
+    # tenants by x-smg-tenant-id (when told to trust it) and puts a request in the class x-smg-priority
+    # asks for, within its tenant's policy: the light tenants ask for interactive, the flood for nothing.
+    headers = {"X-Client-Id": client, "x-smg-routing-key": client, "x-smg-tenant-id": client}
+    if client != FLOODER:
+        headers["x-smg-priority"] = "interactive"
     if recorder is None:
         async with session.post(url + "/generate", json=body, headers=headers) as resp:
             reply = await resp.json(content_type=None)

@@ -1,6 +1,7 @@
 """benchmarks/experiments/dp_scaling.py and benchmarks/experiments/open_flood.py: tables and targets from given repetitions (no server)."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ _BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "experiments"
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -57,15 +59,22 @@ def test_open_flood_slowdowns_are_each_tenants_own_and_the_checks_fail_when_miss
     rep.idle["light-1"], rep.flooded["light-1"] = [1.0] * 4, [2.0]
     p50, tail = open_flood._slowdowns(rep)
     assert p50 == pytest.approx(2.0) and tail == pytest.approx(3.0)  # ratios to each tenant's own idle
-    table = open_flood.summarize({"d2lpm": [rep], "gateway+lpm": [_rep(100, 0.1, [0.1])],
+    table = open_flood.summarize({"d2lpm": [rep], "smg": [_rep(100, 0.1, [0.1])], "gie": [_rep(61, 0.1, [3.0])],
                                   "preble": [_rep(70, 0.1, [30.0])], "d2lpm+isolation": [_rep(65, 0.1, [2.0])]})
     assert table["d2lpm"]["flood_split"] == [250, 150]
-    verdicts = {label: value <= target for label, value, target, _ in open_flood.checks(table)}
+    verdicts = {label: value <= target for label, value, target, _ in open_flood.checks(table, 64)}
     unaudited = "runs within their bound (worst gap / bound)"  # a run of ours without an audit fails
-    assert verdicts == {"d2lpm makespan / gateway+lpm's": True, "d2lpm+isolation makespan / gateway+lpm's": True,
-                        "d2lpm+isolation light P99 / idle": False,
-                        "d2lpm light P99 / preble's": True, "d2lpm+isolation light P99 / preble's": True,
+    assert verdicts == {"d2lpm makespan / smg's": True, "d2lpm light P99 / smg's": False,
+                        "d2lpm makespan / gie's": True, "d2lpm light P99 / gie's": True,
+                        "d2lpm light P99 / preble's": True,
+                        "d2lpm+isolation makespan / smg's": True, "d2lpm+isolation light P99 / smg's": False,
+                        "d2lpm+isolation makespan / gie's": False, "d2lpm+isolation light P99 / gie's": True,
+                        "d2lpm+isolation light P99 / preble's": True,
                         f"d2lpm {unaudited}": False, f"d2lpm+isolation {unaudited}": False}
+    # The makespan target against smg is 0.9 at 64 connections and 1.0 at 256.
+    assert {label: target for label, _, target, _ in open_flood.checks(table, 64)}["d2lpm makespan / smg's"] == 0.9
+    assert {label: target for label, _, target, _ in open_flood.checks(table, 256)}["d2lpm makespan / smg's"] == 1.0
+    assert not open_flood.ours("gie") and not open_flood.ours("preble") and open_flood.ours("d2lpm")
     assert table["d2lpm"]["light_ttft_p99_s"] is None  # the servers reported no time to first token
     assert "FAIL" in open_flood.format_table(64, table, Shape(text=True), 1, open_flood.SERVER)
     theorem = {"gap": 10.0, "bound": 100.0, "bound_name": "Theorem G", "theorem": True, "within": True}
@@ -77,11 +86,20 @@ def test_open_flood_slowdowns_are_each_tenants_own_and_the_checks_fail_when_miss
     assert violated[0][1] > violated[0][2]
 
 
-def test_the_gateway_is_skipped_with_a_message_when_it_is_absent(monkeypatch, capsys):
-    monkeypatch.setattr(open_flood, "gateway_missing", lambda: "the SGLang gateway is not installed")
+def test_a_gateway_not_installed_is_skipped_with_a_message(monkeypatch, capsys):
+    monkeypatch.setattr(open_flood, "gateway_missing", lambda kind: f"{kind} is not installed")
     with pytest.raises(SystemExit):
-        open_flood.main(["--systems", "gateway+lpm"])
-    assert "skipping the gateway systems: the SGLang gateway is not installed" in capsys.readouterr().err
+        open_flood.main(["--systems", "smg", "smg+priority", "sglang-router"])
+    err = capsys.readouterr().err
+    assert "skipping the smg systems: smg is not installed" in err
+    assert "skipping the sglang-router systems: sglang-router is not installed" in err
+
+
+def test_smg_with_priority_classes_holds_the_flooder_to_bulk():
+    system = open_flood.SYSTEMS["smg+priority"]
+    config = dict(system.files)["priority.yaml"]
+    assert '"header:flooder": {max_class: bulk}' in config and "interactive: {reserved_floor: 4," in config
+    assert "{priority.yaml}" in system.gateway and "--trust-tenant-header" in system.gateway
 
 
 def test_open_flood_lane_systems_carry_their_budget_and_face_every_target_of_ours():
@@ -92,9 +110,9 @@ def test_open_flood_lane_systems_carry_their_budget_and_face_every_target_of_our
     assert json.loads(args[-1]) == {"lane_workers": 1, "lane_tokens": 1234}
     assert "--fair-router-options" not in open_flood.launcher_args("d2lpm+isolation", 1234)
     assert json.loads(open_flood.launcher_args("d2lpm+lane", 1234, 10.0)[-1])["lane_hold_s"] == 10.0
-    table = open_flood.summarize({"d2lpm+lane": [_rep(60, 0.1, [0.5])], "gateway+lpm": [_rep(100, 0.1, [0.1])],
+    table = open_flood.summarize({"d2lpm+lane": [_rep(60, 0.1, [0.5])], "smg": [_rep(100, 0.1, [0.1])],
                                   "preble": [_rep(70, 0.1, [30.0])]})
     verdicts = {label: value <= target for label, value, target, _ in open_flood.checks(table)}
-    assert verdicts == {"d2lpm+lane makespan / gateway+lpm's": True, "d2lpm+lane light P99 / idle": True,
+    assert verdicts == {"d2lpm+lane makespan / smg's": True, "d2lpm+lane light P99 / smg's": False,
                         "d2lpm+lane light P99 / preble's": True,
                         "d2lpm+lane runs within their bound (worst gap / bound)": False}

@@ -106,15 +106,21 @@ def test_open_flood(tmp_path: Path) -> None:
     assert params["router_options"]["lane_hold_s"] == 5
 
 
-@pytest.mark.server
-def test_behind_gateway(tmp_path: Path) -> None:
+GATEWAYS_REQUIRED = "SGLANG_FAIR_REQUIRE_GATEWAYS"  # set by .ci/run, whose install puts the gateways in place
+
+
+def _need_gateway(kind: str) -> None:
     from sglang_fair.bench.gateway import gateway_missing
 
-    if missing := gateway_missing():  # an optional extra: the script must say so and stop
-        run = subprocess.run([sys.executable, str(SCRIPTS["behind_gateway"])], cwd=ROOT, capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-        assert run.returncode == 2 and f"cannot run: {missing}" in run.stderr
-        return
+    if missing := gateway_missing(kind):
+        if os.environ.get(GATEWAYS_REQUIRED):
+            pytest.fail(f"{GATEWAYS_REQUIRED} is set but {missing}")
+        pytest.skip(missing)
+
+
+@pytest.mark.server
+def test_behind_gateway(tmp_path: Path) -> None:
+    _need_gateway("smg")
     out = _run("behind_gateway", "--requests", "2", "--bad", "2", "--window", "4", "--variant=--disable-retries",
                "--log-dir", str(tmp_path / "logs"))
     charged = [line for line in out.splitlines() if "charged:" in line]
@@ -132,6 +138,27 @@ def test_behind_gateway(tmp_path: Path) -> None:
     assert ("4 requests answered {429: 4}, Retry-After passed on 4; each reached a worker 1-1 times (4 in all)"
             in throttled[2])
     assert "2 requests answered {200: 2}, 2 reached a worker" in throttled[2]
+
+
+@pytest.mark.server
+def test_open_flood_beside_the_peers(tmp_path: Path) -> None:
+    # smg with its priority classes (a gateway in its own environment, two LPM servers behind it) and the
+    # peers' routers on a --dp 2 server, each serving the flood and the light tenant end to end.
+    _need_gateway("smg")
+    _run("open_flood", "--reps", "1", "--flood", "8", "--connections", "4", "--light-tenants", "1",
+         "--systems", "smg+priority", "gie", "dynamo", "--json", str(tmp_path / "out.json"),
+         "--log-dir", str(tmp_path / "logs"))
+    out = json.loads((tmp_path / "out.json").read_text())
+    table = out["tables"]["4"]
+    assert list(table) == ["smg+priority", "gie", "dynamo"]
+    for name, row in table.items():
+        assert row["requests"] >= 8 + 8 + 1, name  # the flood, the idle phase and at least one light request
+    # the gateway's priority scheduler ran (it falls back to FIFO admission with only an error in its log)
+    assert "priority scheduler enabled" in (tmp_path / "logs" / "smg+priority" / "gateway.log").read_text()
+    for name in ("gie", "dynamo"):  # the peers' routers, by name, on the real controller
+        assert f"data-parallel routing with {name} over 2 workers" in (tmp_path / "logs" / f"{name}.log").read_text()
+        params = json.loads((tmp_path / "logs" / f"{name}-c4-r1" / "summary.json").read_text())["run"]["params"]
+        assert params["router"] == name and params["policy"] == "fcfs"
 
 
 def test_open_flood_sim(tmp_path: Path) -> None:
