@@ -10,9 +10,9 @@ prompts, so the gateway's cache-aware rule sees the shared prefix.
 Systems (two workers, each on one core of this machine, ``--max-running-requests 16``):
 
 * ``d2lpm``: ``--policy dlpm --dp 2``, nothing else (the cluster-wide DLPM router,
-  ``d2lpm_global``, with its defaults);
-* ``d2lpm+isolation``: the same with ``--fair-isolation``;
-* ``d2lpm+lane`` / ``d2lpm+isolation+lane``: the same with worker 1 a latency
+  ``d2lpm_global``, and latency isolation, both on by default);
+* ``d2lpm-no-isolation``: the same with ``--no-fair-isolation``; not run by default;
+* ``d2lpm+lane``: the same as ``d2lpm`` with worker 1 a latency
   lane (router options ``lane_workers`` 1, ``lane_tokens`` ``--lane-tokens``,
   ``lane_hold_s`` ``--lane-hold-s`` when given): the flood holds at most that
   many tokens there, and the light tenants go there beside it
@@ -54,7 +54,7 @@ bound with no theorem behind it, as for Preble).
 Every request must get exactly one answer.
 
     PYTHONPATH=. python benchmarks/experiments/open_flood.py [--reps 3] [--connections 64 256] [--flood 400] \\
-        [--systems d2lpm preble gateway+lpm] [--chain 1] [--lane-tokens 2400] [--lane-hold-s S] \\
+        [--systems d2lpm preble smg] [--chain 1] [--lane-tokens 2400] [--lane-hold-s S] \\
         [--server-args='...'] [--json F] [--plot F] [--log-dir DIR]
 """
 
@@ -101,9 +101,8 @@ SMG_PRIORITY = System("smg", LPM_SERVERS, ("--policy", "cache_aware", "--priorit
                       expect_log="priority scheduler enabled")
 SYSTEMS: dict[str, System] = {
     "d2lpm": System("dp", ("--policy", "dlpm", *DP), ours=True),
-    "d2lpm+isolation": System("dp", ("--policy", "dlpm", *DP, "--fair-isolation"), ours=True),
+    "d2lpm-no-isolation": System("dp", ("--policy", "dlpm", *DP, "--no-fair-isolation"), ours=True),
     "d2lpm+lane": System("dp", ("--policy", "dlpm", *DP), ours=True),
-    "d2lpm+isolation+lane": System("dp", ("--policy", "dlpm", *DP, "--fair-isolation"), ours=True),
     "preble": System("dp", ("--policy", "lpm", *DP, "--load-balance-method", "preble")),
     "gie": System("dp", ("--policy", "fcfs", *DP, "--load-balance-method", "gie")),
     "dynamo": System("dp", ("--policy", "fcfs", *DP, "--load-balance-method", "dynamo")),

@@ -30,8 +30,8 @@ one worker with the flood alone (measured as for the grid, see
 ``CAPACITY_PER_WORKER``).
 
 Systems: ``d2lpm`` (``--policy dlpm --dp D``: DLPM workers, the cluster-wide
-DLPM router ``d2lpm_global``), ``d2lpm+isolation`` (with
-``--fair-isolation``), ``preble`` and ``cache_aware`` (SGLang gateway's rule),
+DLPM router ``d2lpm_global``, latency isolation on, as by default),
+``d2lpm-no-isolation`` (``--no-fair-isolation``), ``preble`` and ``cache_aware`` (SGLang gateway's rule),
 both with LPM workers, and the peers' routers ``gie`` (flow control with VTC on
 prompt size, then GIE's scorers) and ``dynamo`` (weighted DRR on uncached
 tokens, then Dynamo's KV cost) in front of stock FCFS workers (docs/router.md).
@@ -49,7 +49,7 @@ With mixed chunks, ``d2lpm_global`` learns the chunk size, as on the server
 options for the d2lpm systems, e.g. ``worker_chunk_tokens=null`` to compare
 without that rule.
 
-``--lanes K[xTOKENS] ...`` adds one system per value: ``d2lpm+isolation`` with K
+``--lanes K[xTOKENS] ...`` adds one system per value: ``d2lpm`` with K
 latency lanes (``lane_workers`` = K, ``lane_tokens`` = TOKENS, by default
 the router's; rule 8 of docs/router.md), the trade of throughput for short
 decode steps measured beside the other systems. ``--plot F`` draws each
@@ -103,7 +103,7 @@ FLOODER = "bad"
 # name -> (local policy, router, simulator options)
 SYSTEMS = {
     "d2lpm": ("dlpm", "d2lpm_global", {}),
-    "d2lpm+isolation": ("dlpm", "d2lpm_global", {"isolation": True}),
+    "d2lpm-no-isolation": ("dlpm", "d2lpm_global", {"isolation": False}),
     "preble": ("lpm", "preble", {}),
     "cache_aware": ("lpm", "cache_aware", {}),
     "gie": ("fcfs", "gie", {}),
@@ -140,14 +140,14 @@ def offered_by_client(wl: Workload) -> dict[str, float]:
 
 
 def lane_system(spec: str) -> tuple[str, tuple[str, str, dict]]:
-    """``K`` or ``KxTOKENS`` -> (name, system): d2lpm+isolation with K latency lanes; ValueError if malformed."""
+    """``K`` or ``KxTOKENS`` -> (name, system): d2lpm with K latency lanes; ValueError if malformed."""
     lanes, _, tokens = spec.partition("x")
     try:
         k, t = int(lanes), int(tokens) if tokens else DEFAULT_LANE_TOKENS
     except ValueError:
         raise ValueError(f"--lanes takes K or KxTOKENS (e.g. 2 or 2x16384), got {spec!r}") from None
-    options = {"isolation": True, "router_options": {"lane_workers": k, "lane_tokens": t}}
-    return f"d2lpm+isolation+lanes {k}x{t}", ("dlpm", "d2lpm_global", options)
+    options = {"router_options": {"lane_workers": k, "lane_tokens": t}}
+    return f"d2lpm+lanes {k}x{t}", ("dlpm", "d2lpm_global", options)
 
 
 def run_system(name: str, wl: Workload, workers: int, seed: int, engine: dict | None = None,
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="an option of d2lpm_global for the d2lpm systems, e.g. worker_chunk_tokens=8192 "
                         "(repeatable; docs/router.md lists them)")
     parser.add_argument("--lanes", nargs="+", default=[], metavar="K[xTOKENS]",
-                        help="also run d2lpm+isolation with K latency lanes of TOKENS each "
+                        help="also run d2lpm with K latency lanes of TOKENS each "
                         f"(router lane_workers / lane_tokens, default {DEFAULT_LANE_TOKENS}), e.g. 2 2x16384")
     parser.add_argument("--json", help="write the tables as JSON here")
     parser.add_argument("--plot", help="draw the light slowdowns against throughput / Preble's here (PNG)")

@@ -11,7 +11,7 @@ import argparse
 import shlex
 from typing import Any
 
-from sglang_fair.binding.http.fair_options import add_fair_arguments
+from sglang_fair.binding.http.fair_options import add_fair_arguments, isolation_on
 from sglang_fair.binding.http.router_options import extend_cli, router_config, worker_settings
 from sglang_fair.core.options import OptionError, parse_client_weights
 from sglang_fair.runs.params import effective_cost, empty_params
@@ -35,6 +35,8 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
     num_workers = int(dp) if isinstance(dp, (int, float)) else None
     router = _find(info, "load_balance_method") if num_workers and num_workers > 1 else None
     fair = _fair_arguments(info.get("launch_command"))
+    if fair is not None:  # what the defaults that depend on them (isolation) read
+        fair.schedule_policy, fair.dp_size, fair.load_balance_method = policy, num_workers or 1, router
     router_options = None
     described = info.get("fair_router")
     if isinstance(described, dict) and router is not None and described.get("method") == router:
@@ -57,7 +59,7 @@ def server_params(info: dict | None, policy_label: str | None) -> dict:
         "num_workers": num_workers,
         "kv_pool_tokens": _int(_find(info, "max_total_num_tokens")),
         "max_running_requests": _int(_find(info, "max_running_requests")),
-        "isolation": fair.fair_isolation if fair else None,
+        "isolation": isolation_on(fair, policy or "fcfs") if fair else None,
         "max_preemptions": fair.fair_max_preemptions if fair else None,
         "source": "server_info",
     }

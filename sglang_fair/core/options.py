@@ -19,6 +19,17 @@ from sglang_fair.core.throttle import check_request_limit
 # Defaults: w_in/w_e = 1 and w_out/w_q = 2 as in both papers.
 DEFAULT_QUANTUM = 2048.0
 DEFAULT_IDLE_TIMEOUT_S = 600.0
+# Latency isolation when no option says: on for DLPM workers behind the cluster-wide DLPM router
+# (the default of --policy dlpm --dp N), where the router's newcomer reservation and the workers'
+# preemption keep a light tenant's latency near idle beside a flood (docs/latency_isolation.md);
+# off for one worker and behind the paper's D²LPM router, as the papers state them.
+ISOLATED_BY_DEFAULT = (("dlpm", "d2lpm_global"),)
+
+
+def default_isolation(policy: str, num_workers: int, router: str | None) -> bool:
+    """Whether latency isolation is on for ``policy`` over ``num_workers`` workers behind ``router``
+    unless an option sets it."""
+    return num_workers >= 2 and (policy, router) in ISOLATED_BY_DEFAULT
 
 
 @dataclass

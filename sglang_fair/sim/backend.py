@@ -20,6 +20,7 @@ from tqdm import tqdm
 from sglang_fair.runs.params import sim_params
 from sglang_fair.runs.records import RequestRecord, RunResult
 from sglang_fair.core import FairOptions
+from sglang_fair.core.options import default_isolation
 from sglang_fair.sim.cluster import SimCluster, SimConfig
 from sglang_fair.sim.costmodel import load_profile
 from sglang_fair.sim.worker import SimRequest, SimulationError
@@ -46,9 +47,11 @@ class SimBackend:
             raise ValueError(f"unknown simulator option(s) {', '.join(sorted(unknown))}; "
                              f"known: {', '.join(sorted(_CONFIG_FIELDS | _FAIR_FIELDS))}")
         fair = dict(fair or {}) | {key: config.pop(key) for key in list(config) if key in _FAIR_FIELDS}
-        self.options = FairOptions(policy=policy, **fair)
         self.config = SimConfig(**config)  # type: ignore[arg-type]
         self.config.check()
+        # Unset isolation follows the server's default for the policy and worker count.
+        fair.setdefault("isolation", default_isolation(policy, self.config.num_workers, self.config.router))
+        self.options = FairOptions(policy=policy, **fair)
         load_profile(self.config.profile)  # unknown profile: fail now, not mid-run
         from sglang_fair.router import ROUTERS
 

@@ -60,17 +60,17 @@ def test_open_flood_slowdowns_are_each_tenants_own_and_the_checks_fail_when_miss
     p50, tail = open_flood._slowdowns(rep)
     assert p50 == pytest.approx(2.0) and tail == pytest.approx(3.0)  # ratios to each tenant's own idle
     table = open_flood.summarize({"d2lpm": [rep], "smg": [_rep(100, 0.1, [0.1])], "gie": [_rep(61, 0.1, [3.0])],
-                                  "preble": [_rep(70, 0.1, [30.0])], "d2lpm+isolation": [_rep(65, 0.1, [2.0])]})
+                                  "preble": [_rep(70, 0.1, [30.0])], "d2lpm-no-isolation": [_rep(65, 0.1, [2.0])]})
     assert table["d2lpm"]["flood_split"] == [250, 150]
     verdicts = {label: value <= target for label, value, target, _ in open_flood.checks(table, 64)}
     unaudited = "runs within their bound (worst gap / bound)"  # a run of ours without an audit fails
     assert verdicts == {"d2lpm makespan / smg's": True, "d2lpm light P99 / smg's": False,
                         "d2lpm makespan / gie's": True, "d2lpm light P99 / gie's": True,
                         "d2lpm light P99 / preble's": True,
-                        "d2lpm+isolation makespan / smg's": True, "d2lpm+isolation light P99 / smg's": False,
-                        "d2lpm+isolation makespan / gie's": False, "d2lpm+isolation light P99 / gie's": True,
-                        "d2lpm+isolation light P99 / preble's": True,
-                        f"d2lpm {unaudited}": False, f"d2lpm+isolation {unaudited}": False}
+                        "d2lpm-no-isolation makespan / smg's": True, "d2lpm-no-isolation light P99 / smg's": False,
+                        "d2lpm-no-isolation makespan / gie's": False, "d2lpm-no-isolation light P99 / gie's": True,
+                        "d2lpm-no-isolation light P99 / preble's": True,
+                        f"d2lpm {unaudited}": False, f"d2lpm-no-isolation {unaudited}": False}
     # The makespan target against smg is 0.9 at 64 connections and 1.0 at 256.
     assert {label: target for label, _, target, _ in open_flood.checks(table, 64)}["d2lpm makespan / smg's"] == 0.9
     assert {label: target for label, _, target, _ in open_flood.checks(table, 256)}["d2lpm makespan / smg's"] == 1.0
@@ -105,10 +105,10 @@ def test_smg_with_priority_classes_holds_the_flooder_to_bulk():
 def test_open_flood_lane_systems_carry_their_budget_and_face_every_target_of_ours():
     import json
 
-    args = open_flood.launcher_args("d2lpm+isolation+lane", 1234)
-    assert args[:args.index("--fair-router-options")] == ["--policy", "dlpm", "--dp", "2", "--fair-isolation"]
+    args = open_flood.launcher_args("d2lpm+lane", 1234)
+    assert args[:args.index("--fair-router-options")] == ["--policy", "dlpm", "--dp", "2"]
     assert json.loads(args[-1]) == {"lane_workers": 1, "lane_tokens": 1234}
-    assert "--fair-router-options" not in open_flood.launcher_args("d2lpm+isolation", 1234)
+    assert "--fair-router-options" not in open_flood.launcher_args("d2lpm-no-isolation", 1234)
     assert json.loads(open_flood.launcher_args("d2lpm+lane", 1234, 10.0)[-1])["lane_hold_s"] == 10.0
     table = open_flood.summarize({"d2lpm+lane": [_rep(60, 0.1, [0.5])], "smg": [_rep(100, 0.1, [0.1])],
                                   "preble": [_rep(70, 0.1, [30.0])]})

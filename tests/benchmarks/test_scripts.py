@@ -205,13 +205,13 @@ def test_open_flood_sim_sets_options_of_our_router(tmp_path: Path) -> None:
 
 def test_open_flood_sim_measures_latency_lanes_beside_the_others(tmp_path: Path) -> None:
     out = _run("open_flood_sim", "--workloads", "judge", "--workers", "3", "--duration", "2", "--systems",
-               "d2lpm+isolation", "preble", "--lanes", "1x8192", "--json", str(tmp_path / "out.json"),
+               "d2lpm", "preble", "--lanes", "1x8192", "--json", str(tmp_path / "out.json"),
                "--plot", str(tmp_path / "lanes.png"))
     table = json.loads((tmp_path / "out.json").read_text())["tables"]["judge"]
-    assert list(table) == ["d2lpm+isolation", "preble", "d2lpm+isolation+lanes 1x8192"]
+    assert list(table) == ["d2lpm", "preble", "d2lpm+lanes 1x8192"]
     # the lane changes placements: the run differs from the one without it
-    assert table["d2lpm+isolation+lanes 1x8192"] != table["d2lpm+isolation"]
-    assert "d2lpm+isolation+lanes 1x8192 throughput / preble's" in out
+    assert table["d2lpm+lanes 1x8192"] != table["d2lpm"]
+    assert "d2lpm+lanes 1x8192 throughput / preble's" in out
     assert (tmp_path / "lanes.png").stat().st_size > 10_000
     for args, message in ((["--lanes", "two"], "K or KxTOKENS"), (["--lanes", "3"], "at least one other worker"),
                           (["--lanes", "1x0"], "lane_tokens"), (["--systems", "d2lpm", "--plot", "x.png"], "needs preble")):

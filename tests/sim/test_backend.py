@@ -336,3 +336,12 @@ def test_decode_statistics_charge_each_token_the_step_it_waited_for():
     assert d.a + d.b + d.c * 50 <= alone <= d.a + d.b + d.c * 91
     tokens, shared = run(32)
     assert tokens >= 32 * 38 and shared > alone + d.b * 30  # a token in a batch of 32 waits for a longer step
+
+
+def test_isolation_follows_the_servers_default_unless_set():
+    # On for DLPM over two or more workers behind d2lpm_global, as --policy dlpm --dp N; off elsewhere.
+    assert SimBackend("dlpm", num_workers=2, router="d2lpm_global").options.isolation
+    assert not SimBackend("dlpm", num_workers=2, router="d2lpm_global", isolation=False).options.isolation
+    assert not SimBackend("dlpm", num_workers=2, router="d2lpm").options.isolation
+    assert not SimBackend("dlpm").options.isolation
+    assert not SimBackend("lpm", num_workers=2, router="d2lpm_global").options.isolation

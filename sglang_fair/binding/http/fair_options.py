@@ -12,12 +12,20 @@ Hooks (both via ``plugin.register``):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from sglang_fair.binding.common import settings
 from sglang_fair.binding.common.settings import fair_policy_names, max_metrics_clients
 from sglang_fair.binding.http import client_keys
-from sglang_fair.core.options import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_QUANTUM, FairOptions, OptionError, parse_client_weights
+from sglang_fair.core.options import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_QUANTUM,
+    FairOptions,
+    OptionError,
+    default_isolation,
+    parse_client_weights,
+)
 from sglang_fair.core.policies import POLICIES, check_policy_config, make_policy
 
 
@@ -37,9 +45,12 @@ def add_fair_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Seconds after which an idle client's state is dropped (default %(default)s).")
     group.add_argument("--fair-policy-config", type=str, default=None,
                        help="YAML file with FairServe / Justitia settings (see docs/fairserve_justitia.md).")
-    group.add_argument("--fair-isolation", action="store_true",
+    group.add_argument("--fair-isolation", action=argparse.BooleanOptionalAction, default=None,
                        help="Latency isolation: when the batch is full, a waiting client may preempt running "
-                            "requests of clients holding more slots (see docs/fairness.md). Off by default.")
+                            "requests of clients holding more slots, and a --dp router keeps room for clients "
+                            "with nothing running (docs/latency_isolation.md). Default: on for "
+                            "--schedule-policy dlpm over --dp 2 or more workers behind d2lpm_global (the "
+                            "default router), off otherwise.")
     group.add_argument("--fair-max-preemptions", type=int, default=1,
                        help="With --fair-isolation: times one request may be preempted (default %(default)s).")
     group.add_argument("--fair-client-keys", type=str, default=None,
@@ -67,18 +78,31 @@ def options_from_namespace(args: argparse.Namespace, policy: str) -> FairOptions
         client_weights=parse_client_weights(args.fair_client_weights),
         idle_timeout_s=args.fair_idle_timeout,
         policy_config=args.fair_policy_config,
-        isolation=args.fair_isolation,
+        isolation=isolation_on(args, policy),
         max_preemptions=args.fair_max_preemptions,
     )
 
 
-def _check_isolation_supported(policy: str) -> None:
+def isolation_on(args: argparse.Namespace, policy: str) -> bool:
+    """``--fair-isolation`` / ``--no-fair-isolation`` as given, else the default for the policy and
+    ``--dp`` and ``--load-balance-method`` (``core/options.py``: ``default_isolation``)."""
+    given = getattr(args, "fair_isolation", None)
+    if given is not None:
+        return bool(given)
+    return default_isolation(policy, getattr(args, "dp_size", 1) or 1, getattr(args, "load_balance_method", None))
+
+
+def _builtin_policies() -> bool:
     from sglang.srt.managers import schedule_policy
 
+    return bool(getattr(schedule_policy, "SGLANG_FAIR_BUILTIN", False))
+
+
+def _check_isolation_supported(policy: str) -> None:
     if policy not in fair_policy_names():
         raise OptionError(f"--fair-isolation works with the policies of sglang-fair "
                           f"({', '.join(fair_policy_names())}), not --schedule-policy {policy}")
-    if getattr(schedule_policy, "SGLANG_FAIR_BUILTIN", False):
+    if _builtin_policies():
         raise OptionError("--fair-isolation is not carried by the patches/ series this SGLang was built with; "
                           "use the sglang-fair plugin on a stock SGLang")
 
@@ -106,7 +130,9 @@ def capture_options(server_args, cls, args: argparse.Namespace, *rest, **kwargs)
     policy = server_args.schedule_policy if server_args.schedule_policy in POLICIES else "fcfs"
     try:
         options = checked_options(args, policy, getattr(server_args, "api_key", None))
-        if options.isolation:
+        if options.isolation and args.fair_isolation is None and _builtin_policies():
+            options = dataclasses.replace(options, isolation=False)  # a default the patches/ build cannot carry
+        elif options.isolation:
             _check_isolation_supported(server_args.schedule_policy)
         if args.fair_client_keys:
             client_keys.export(args.fair_client_keys)

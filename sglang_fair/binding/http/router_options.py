@@ -24,6 +24,7 @@ import sys
 from sglang_fair.binding.common import settings
 from sglang_fair.binding.common.router_channels import FAIR_METHODS, kv_ports, router_host
 from sglang_fair.binding.common.settings import RouterSettings
+from sglang_fair.binding.http.fair_options import isolation_on
 from sglang_fair.core.options import json_object, parse_client_weights
 from sglang_fair.router import WorkerSettings, make_router, with_worker_settings
 
@@ -66,7 +67,7 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
     return WorkerSettings(
         input_weight=get("fair_input_weight", 1.0), output_weight=get("fair_output_weight", 2.0),
         quantum=get("fair_quantum"), client_weights=parse_client_weights(get("fair_client_weights")),
-        isolation=bool(get("fair_isolation", False)), max_running_requests=get("max_running_requests"),
+        isolation=isolation_on(args, get("schedule_policy") or "fcfs"), max_running_requests=get("max_running_requests"),
         mixed_chunk_tokens=get("chunked_prefill_size") if get("enable_mixed_chunk", False) else None,
         kv_pool_tokens=get("max_total_tokens"), max_prefill_tokens=get("max_prefill_tokens"),
         idle_timeout_s=get("fair_idle_timeout"))

@@ -55,6 +55,22 @@ def test_isolation_is_exported_and_refused_with_a_stock_policy(sglang_runtime, m
     assert "--fair-isolation works with the policies of sglang-fair" in str(exc.value)
 
 
+@pytest.mark.parametrize("argv, isolated", [
+    (["--schedule-policy", "dlpm", "--dp-size", "2", "--load-balance-method", "d2lpm_global"], True),
+    (["--schedule-policy", "dlpm", "--dp-size", "2", "--load-balance-method", "d2lpm_global",
+      "--no-fair-isolation"], False),
+    (["--schedule-policy", "dlpm", "--dp-size", "2", "--load-balance-method", "d2lpm"], False),  # the paper's
+    (["--schedule-policy", "dlpm"], False),  # one worker: DLPM as the paper states it
+    (["--schedule-policy", "vtc", "--dp-size", "2", "--load-balance-method", "d2lpm_global"], False),
+    (["--schedule-policy", "dlpm", "--fair-isolation"], True),
+])
+def test_isolation_defaults_to_on_for_dlpm_behind_the_cluster_wide_router(sglang_runtime, monkeypatch, argv,
+                                                                            isolated):
+    monkeypatch.delenv("SGLANG_FAIR_CONFIG", raising=False)
+    _parse(argv)
+    assert json.loads(os.environ["SGLANG_FAIR_CONFIG"])["isolation"] is isolated
+
+
 def test_unknown_policy_is_refused(sglang_runtime, capsys):
     with pytest.raises(SystemExit):
         build_argv(["--policy", "fastest"])
