@@ -28,7 +28,8 @@ Systems (two workers, each on one core of this machine, ``--max-running-requests
 * ``smg+priority``: the same with its priority scheduler set up by an operator
   who knows who floods: the flooder held to the bulk class, the light tenants
   asking for interactive (four slots reserved for it), 32 requests in flight at
-  most (the workers' batches; the rest queue in the gateway);
+  most (the workers' batches; the rest queue in the gateway, whose queue is
+  raised to 1,024 requests and 900 s so that it holds the whole flood);
 * ``sglang-router`` / ``sglang-router+dlpm``: ``sglang-router`` 0.3.2 (the
   gateway's January release, ``cache_aware``) in front of two LPM / DLPM
   servers; not run by default: ``sglang-router-rr+dlpm`` (round-robin), and
@@ -93,10 +94,13 @@ class System:
 
 DP = ("--dp", "2")
 LPM_SERVERS, DLPM_SERVERS = ("--policy", "lpm"), ("--policy", "dlpm")
-# The flood's batches fill the workers (16 slots each): 32 in flight, the rest wait in the gateway.
+# The flood's batches fill the workers (16 slots each): 32 in flight, the rest wait in the gateway, in a
+# queue that holds 256 connections' worth for as long as a flood takes (its defaults: 100 requests, 60 s,
+# then 429 / 408 to the flood).
 SMG_PRIORITY = System("smg", LPM_SERVERS, ("--policy", "cache_aware", "--priority-scheduler-enabled",
                                            "--priority-scheduler-config", "{priority.yaml}", "--trust-tenant-header",
-                                           "--max-concurrent-requests", "32"),
+                                           "--max-concurrent-requests", "32", "--queue-size", "1024",
+                                           "--queue-timeout-secs", "900"),
                       files=(("priority.yaml", smg_priority_config([FLOODER], interactive_slots=4)),),
                       expect_log="priority scheduler enabled")
 SYSTEMS: dict[str, System] = {

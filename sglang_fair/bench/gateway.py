@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sglang_fair.binding.common.settings import GATEWAYS_ENV
 from sglang_fair.testing.server import LocalServer, pick_free_port
 
-GATEWAYS_ENV = "SGLANG_FAIR_GATEWAYS"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

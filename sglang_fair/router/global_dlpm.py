@@ -61,9 +61,10 @@ tests/router/test_global_dlpm.py checks it on randomized traces.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -155,6 +156,26 @@ class PlacementObserver(Protocol):
 
     def pumped(self, held: dict[str, str], t: float) -> None:
         """After each placement round: the requests still held and why (``hold_reasons``)."""
+
+
+class _InOrder:
+    """The requests of ``(key..., request)`` tuples in key order, sorted only as far as read: a
+    placement usually takes one of the first few, and DLPM's walk may read the order again."""
+
+    def __init__(self, keyed: list[tuple]) -> None:
+        heapq.heapify(keyed)  # the keys end in a unique seq: tuples never compare the requests
+        self._heap = keyed
+        self._read: list[TrackedRequest] = []
+
+    def __iter__(self) -> Iterator[TrackedRequest]:
+        i = 0
+        while True:
+            if i == len(self._read):  # past what any pass has read: sort one more
+                if not self._heap:
+                    return
+                self._read.append(heapq.heappop(self._heap)[-1])
+            yield self._read[i]
+            i += 1
 
 
 class GlobalDLPMRouter(IndexedRouter):
@@ -433,36 +454,55 @@ class GlobalDLPMRouter(IndexedRouter):
         if not clients and self.fair.policy.check_refill():  # type: ignore[attr-defined]
             clients = self._positive_clients(only_clients)
         self._mark_stale(self.index.take_removals())
-        # Clients over their share are not spread (both uses below are off without the affinity rule).
-        over_share = (set() if self.affinity_ratio is None
-                      else above_fair_share(self.fair.activity, self.fair.options.weight_of))
+        # Clients over their share are not spread (both uses below are off without the affinity rule);
+        # found only when a candidate asks, as most picks of a backlog never do.
+        over_share: set[str] | None = None
+
+        def is_over_share(client: str) -> bool:
+            nonlocal over_share
+            if self.affinity_ratio is None:
+                return False
+            if over_share is None:
+                over_share = above_fair_share(self.fair.activity, self.fair.options.weight_of)
+            return client in over_share
+
         lanes = (None if self.lanes is None
                  else self.lanes.view(self.fair.activity, self.fair.options.weight_of, self.clock(), self.alive, rooms))
         keyed: list[tuple[int, int, int, TrackedRequest]] = []
-        for reqs in clients:
-            for tracked in itertools.islice(reqs.values(), self.candidates_per_client):
-                held: _Waiting = tracked.payload  # type: ignore[assignment]
-                if held.stale:
-                    held.rank_by(self.index.refresh(held.match, touch=False), self.num_workers)
-                open_rooms = rooms
-                if bound:
-                    open_rooms = [w for w in rooms if w not in bound or self._shares_prompt(held, bound[w])]
-                    if not open_rooms:
-                        continue
-                if lanes is not None:
-                    open_rooms = lanes.rooms_for(tracked.client, len(held.tokens) + held.max_new, open_rooms)
-                    if not open_rooms:
-                        continue
-                # A backlog is placed one freed room at a time: then every candidate's
-                # best room is that one, and the per-room comparisons are skipped.
-                best = (open_rooms[0] if len(open_rooms) == 1
-                        else self._best_room(held, open_rooms, tracked.client in over_share))
-                held.room = best
-                cached = tracked.cached_len = held.lens[best]
-                keyed.append((-cached, held.length - cached, tracked.seq, tracked))
-        keyed.sort()  # seq is unique: tuples never compare the requests themselves
+        per_client, index, n = self.candidates_per_client, self.index, self.num_workers
+        if len(rooms) == 1 and not bound and lanes is None:
+            # A backlog is placed one freed room at a time: every candidate's room is that one.
+            only = rooms[0]
+            for reqs in clients:
+                for tracked in itertools.islice(reqs.values(), per_client):
+                    held: _Waiting = tracked.payload  # type: ignore[assignment]
+                    if held.stale:
+                        held.rank_by(index.refresh(held.match, touch=False), n)
+                    held.room = only
+                    cached = held.lens[only]
+                    keyed.append((-cached, held.length - cached, tracked.seq, tracked))
+        else:
+            for reqs in clients:
+                for tracked in itertools.islice(reqs.values(), per_client):
+                    held = tracked.payload  # type: ignore[assignment]
+                    if held.stale:
+                        held.rank_by(index.refresh(held.match, touch=False), n)
+                    open_rooms = rooms
+                    if bound:
+                        open_rooms = [w for w in rooms if w not in bound or self._shares_prompt(held, bound[w])]
+                        if not open_rooms:
+                            continue
+                    if lanes is not None:
+                        open_rooms = lanes.rooms_for(tracked.client, len(held.tokens) + held.max_new, open_rooms)
+                        if not open_rooms:
+                            continue
+                    best = (open_rooms[0] if len(open_rooms) == 1
+                            else self._best_room(held, open_rooms, is_over_share(tracked.client)))
+                    held.room = best
+                    cached = held.lens[best]
+                    keyed.append((-cached, held.length - cached, tracked.seq, tracked))
         fallback = None
-        for tracked in self.fair.walk([k[3] for k in keyed]):
+        for tracked in self.fair.walk(_InOrder(keyed)):
             held = tracked.payload  # type: ignore[assignment]
             holders = self._live_holders(held, held.room)
             if lanes is not None:
@@ -473,12 +513,18 @@ class GlobalDLPMRouter(IndexedRouter):
             # spends that prefill to shorten one request's wait, but the room would be used anyway, so
             # it comes out of the cluster's throughput. Another candidate takes the room if one may
             # (else this one: no room idles for it).
-            if holders and tracked.client in over_share:
+            if holders and is_over_share(tracked.client):
                 if fallback is None:
                     fallback = tracked
                 continue
-            return tracked, held.room
-        return (fallback, fallback.payload.room) if fallback is not None else None  # type: ignore[union-attr]
+            return self._picked(tracked)
+        return self._picked(fallback) if fallback is not None else None
+
+    @staticmethod
+    def _picked(tracked: TrackedRequest) -> tuple[TrackedRequest, int]:
+        held: _Waiting = tracked.payload  # type: ignore[assignment]
+        tracked.cached_len = held.lens[held.room]
+        return tracked, held.room
 
     def _mark_stale(self, prefixes: set[bytes]) -> None:
         """Held requests whose prompt starts with one of ``prefixes`` (packed) must be looked up again."""

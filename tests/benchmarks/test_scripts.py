@@ -32,7 +32,7 @@ def _run(script: str, *args: str, timeout: float = 600, exit_codes: tuple[int, .
 def test_every_script_has_a_test() -> None:
     scripts = set(SCRIPTS)
     here = {"sim_speed", "scheduling_pass", "justitia_history", "latency_isolation_sim", "latency_isolation",
-            "metrics_memory", "open_flood", "behind_gateway", "open_flood_sim"}
+            "metrics_memory", "open_flood", "behind_gateway", "open_flood_sim", "peers_sim"}
     untested = scripts - TESTED_ELSEWHERE - here
     assert not untested, f"benchmark scripts without a test: {sorted(untested)}"
     for name in TESTED_ELSEWHERE:
@@ -159,6 +159,19 @@ def test_open_flood_beside_the_peers(tmp_path: Path) -> None:
         assert f"data-parallel routing with {name} over 2 workers" in (tmp_path / "logs" / f"{name}.log").read_text()
         params = json.loads((tmp_path / "logs" / f"{name}-c4-r1" / "summary.json").read_text())["run"]["params"]
         assert params["router"] == name and params["policy"] == "fcfs"
+
+
+def test_peers_sim(tmp_path: Path) -> None:
+    table = tmp_path / "peers.json"
+    out = _run("peers_sim", "--workloads", "judge", "--scenarios", "s1", "--workers", "2", "--duration", "2",
+               "--runs-dir", str(tmp_path / "runs"), "--json", str(table))
+    assert "judge s1 D=2" in out and "vs gie" in out and "target(s) missed" in out
+    cell = json.loads(table.read_text())["tables"]["judge s1 D=2"]
+    assert set(cell) == {"d2lpm", "d2lpm-no-isolation", "gie", "dynamo", "preble"}
+    assert all(row["throughput"] > 0 for row in cell.values())
+    assert cell["d2lpm"]["theorem"]  # ours is audited against Theorem G, the peers against the reference
+    assert not cell["gie"]["theorem"]
+    assert len(list((tmp_path / "runs").iterdir())) == 5
 
 
 def test_open_flood_sim(tmp_path: Path) -> None:

@@ -53,6 +53,8 @@ ALLOW_UNSUPPORTED_ENV = "SGLANG_FAIR_ALLOW_UNSUPPORTED_SGLANG"
 # "LO-HI": the ports test and benchmark servers pick from when none is given, so that people
 # sharing one machine keep to their own ranges (sglang_fair.testing.server.pick_free_port).
 PORT_RANGE_ENV = "SGLANG_FAIR_PORT_RANGE"
+# The folder holding one environment per gateway (sglang_fair.bench.gateway); default .venv-gateways/.
+GATEWAYS_ENV = "SGLANG_FAIR_GATEWAYS"
 DEFAULT_MAX_CLIENTS = 1000
 # SetInternalStateReq.server_args key under which a run-time settings change travels (HTTP -> controller -> schedulers).
 ADMIN_SETTINGS_KEY = "fair_settings"
