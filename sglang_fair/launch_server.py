@@ -130,6 +130,11 @@ def check_fair_arguments(sglang_argv: list[str]) -> None:
     parser.add_argument("--dp-size", "--dp", "--data-parallel-size", type=int, default=1)
     parser.add_argument("--api-key")
     parser.add_argument("--max-running-requests", type=int)
+    # Modes sglang-fair does not make fair (fair_options.UNFAIR_MODES): refused here too.
+    parser.add_argument("--disaggregation-mode", default="null")
+    parser.add_argument("--enable-pdmux", action="store_true")
+    parser.add_argument("--speculative-algorithm")
+    parser.add_argument("--pp-size", "--pipeline-parallel-size", type=int, default=1)
     args, _ = parser.parse_known_args(sglang_argv)  # a malformed value exits here, naming the option
     policy = args.schedule_policy if args.schedule_policy in POLICIES else "fcfs"
     try:

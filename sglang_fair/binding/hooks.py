@@ -47,7 +47,7 @@ def hook_table() -> list[Hook]:
     from sglang_fair.binding.common.version import release_before, sends_aborts_inline
     from sglang_fair.binding.controller import router_binding
     from sglang_fair.binding.http import (admin_routes, client_keys, fair_options, health, identity, router_options,
-                                          server_info, throttle_response, validation)
+                                          server_info, state_deadline, throttle_response, validation)
     from sglang_fair.binding.scheduler import (accounting, admin_settings, admission_gate, prefill_adder, rank_clock,
                                                router_reports)
     from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
@@ -127,6 +127,11 @@ def hook_table() -> list[Hook]:
         table.append(Hook(f"{_SCHEDULER_MODULE}.abort_distributed_environment",
                           quiet_exit.exit_after_graceful_shutdown, after, s))
         table.append(Hook(f"{_RECEIVER}._broadcast_reqs_across_ranks", rank_clock.share_rank0_clock, around, s))
+    if importlib.util.find_spec("sglang.srt.managers.tokenizer_control_mixin") is not None:
+        # Info and admin calls answer within a deadline (SGLang 0.5.23's communicator table; older releases
+        # build their communicators in TokenizerManager.__init__, and rely on the controller's answers).
+        table.append(Hook("sglang.srt.managers.tokenizer_control_mixin.TokenizerControlMixin.init_communicators",
+                          state_deadline.answer_state_calls_in_time, after, "router"))
     if importlib.util.find_spec("sglang.srt.entrypoints.api_contract") is not None:  # SGLang 0.5.23's JSON contract
         table.append(Hook(f"{_HTTP}.generate_contract_error", validation.name_the_field, around, s))
     if importlib.util.find_spec("ray") is not None:

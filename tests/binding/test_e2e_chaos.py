@@ -83,6 +83,21 @@ def _one_answer(status: int, body: dict) -> bool:
     return 400 <= status < 500 or (status == 503 and "died" in json.dumps(body))
 
 
+def _served_or_died(status: int, body: dict) -> bool:
+    """A full generation, or the dead worker's explicit error (as a 503, or a 200 whose stream it ended)."""
+    return _one_answer(status, body) and not 400 <= status < 500
+
+
+def _info_call(server: LocalServer) -> tuple[int, float]:
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(server.url("/server_info"), timeout=60) as reply:
+            status = reply.status
+    except urllib.error.HTTPError as err:
+        status = err.code
+    return status, time.monotonic() - started
+
+
 def test_chaos_every_request_is_answered_once_and_the_survivor_serves(tmp_path):
     args = ["--policy", "dlpm", "--dp", "2", "--enable-metrics", "--max-running-requests", "8"]
     log = tmp_path / "server.log"  # kept after the stop, to read how the server ended
@@ -113,7 +128,10 @@ def test_chaos_every_request_is_answered_once_and_the_survivor_serves(tmp_path):
             deadline = time.monotonic() + 120
             while _inflight(server, 1) == 0 and time.monotonic() < deadline:
                 time.sleep(0.2)
+            assert _inflight(server, 1) > 0, "no request in flight on worker 1 to kill it with"
             psutil.Process(pids[1]).kill()
+            # An info call sent right after the death answers within seconds, from the survivor.
+            info = pool.submit(_info_call, server)
             # At once, before the controller can tell: the dead worker's socket has no peer left.
             direct = [pool.submit(_post, server, *_generation("direct", [k + 1, 9], 4, rank=k % 2))
                       for k in range(DIRECT)]
@@ -125,7 +143,12 @@ def test_chaos_every_request_is_answered_once_and_the_survivor_serves(tmp_path):
 
         wrong = [(status, body) for status, body in results if not _one_answer(status, body)]
         assert not wrong, wrong[:5]
-        assert all(_one_answer(status, body) for status, body, _ in light_results)
+        # The flood's and the light client's well-formed requests are served or failed by the death, never refused.
+        wrong = [(status, body) for status, body in results[:FLOOD] if not _served_or_died(status, body)]
+        assert not wrong, wrong[:5]
+        assert all(_served_or_died(status, body) for status, body, _ in light_results), light_results
+        info_status, info_took = info.result(timeout=60)
+        assert info_status == 200 and info_took < 10, (info_status, info_took)
         served = [r for r in results[:FLOOD] if r[0] == 200 and r[1]["meta_info"]["finish_reason"]["type"] != "abort"]
         assert served and all(r[1]["meta_info"]["completion_tokens"] == 120 for r in served)
         assert any(400 <= status < 500 for status, _ in results[FLOOD:])  # hostile ones refused at the edge

@@ -32,6 +32,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import math
 import os
 import tempfile
 import uuid
@@ -55,6 +56,9 @@ ALLOW_UNSUPPORTED_ENV = "SGLANG_FAIR_ALLOW_UNSUPPORTED_SGLANG"
 PORT_RANGE_ENV = "SGLANG_FAIR_PORT_RANGE"
 # The folder holding one environment per gateway (sglang_fair.bench.gateway); default .venv-gateways/.
 GATEWAYS_ENV = "SGLANG_FAIR_GATEWAYS"
+# Seconds an info or admin call waits for every data-parallel rank's answer (http/state_deadline.py).
+STATE_DEADLINE_ENV = "SGLANG_FAIR_STATE_DEADLINE_S"
+DEFAULT_STATE_DEADLINE_S = 10.0
 DEFAULT_MAX_CLIENTS = 1000
 # SetInternalStateReq.server_args key under which a run-time settings change travels (HTTP -> controller -> schedulers).
 ADMIN_SETTINGS_KEY = "fair_settings"
@@ -209,6 +213,20 @@ def port_range() -> tuple[int, int] | None:
     if not 0 < low <= high < 65536:
         raise ValueError(f"{PORT_RANGE_ENV} must be LO-HI with 0 < LO <= HI < 65536, got {spec!r}")
     return low, high
+
+
+def state_deadline_s() -> float:
+    """``SGLANG_FAIR_STATE_DEADLINE_S``: how long an info or admin call waits for the ranks' answers."""
+    raw = os.environ.get(STATE_DEADLINE_ENV)
+    if raw is None or raw == "":
+        return DEFAULT_STATE_DEADLINE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{STATE_DEADLINE_ENV} must be a positive number of seconds, got {raw!r}")
+    return value
 
 
 def unsupported_sglang_allowed() -> bool:

@@ -62,6 +62,7 @@ from sglang_fair.binding.common.router_channels import FAIR_METHODS
 from sglang_fair.binding.common.settings import ADMIN_SETTINGS_KEY, RouterSettings
 from sglang_fair.binding.common.sglang_fields import data_parallel
 from sglang_fair.binding.controller import router_sockets
+from sglang_fair.binding.controller.dead_rank_answers import DeadRankAnswers
 from sglang_fair.binding.controller.worker_liveness import ProcessLiveness, RayLiveness, WorkerLiveness, loops_per_rank
 from sglang_fair.binding.controller.worker_sockets import WorkerSocket, guard_worker_sockets
 from sglang_fair.core import OptionError, SettingsUpdate
@@ -156,6 +157,7 @@ class RouterBinding:
         self.metrics = None  # RouterMetrics with --enable-metrics
         self.unrouted = 0
         self.kv_seen: set[int] = set()
+        self.dead_rank_answers = DeadRankAnswers(router.num_workers)
 
     @classmethod
     def create(cls, method: str, num_workers: int, server_args) -> RouterBinding:
@@ -328,7 +330,7 @@ class RouterBinding:
     def receive(self, recv_req) -> None:
         """One message from the tokenizer: SGLang's dispatcher, after answering aborts of held
         requests and applying a run-time change of the fair settings to the router too."""
-        from sglang.srt.managers.io_struct import AbortReq, GetInternalStateReq, SetInternalStateReq
+        from sglang.srt.managers.io_struct import AbortReq, SetInternalStateReq
 
         if isinstance(recv_req, AbortReq):
             self.cancel_held(recv_req)
@@ -338,25 +340,13 @@ class RouterBinding:
             except OptionError as exc:  # the schedulers refuse it too, and say so
                 logger.warning("sglang-fair router: fair settings change refused: %s", exc)
         self.controller._request_dispatcher(recv_req)
-        if isinstance(recv_req, (GetInternalStateReq, SetInternalStateReq)):
-            self.answer_for_dead_workers(recv_req)
+        self.send_to_tokenizer(self.dead_rank_answers.forwarded(recv_req, self.router.alive))
 
-    def answer_for_dead_workers(self, recv_req) -> None:
-        """The tokenizer waits for one answer per rank to a state request (``/fair/settings``,
-        ``/server_info``); SGLang sends it to live workers only, so the dead ones' answers come
-        from here: no state, nothing applied, and the rank named."""
-        from sglang.srt.managers.io_struct import (
-            GetInternalStateReqOutput,
-            SetInternalStateReq,
-            SetInternalStateReqOutput,
-            sock_send,
-        )
+    def send_to_tokenizer(self, answers: list) -> None:
+        from sglang.srt.managers.io_struct import sock_send
 
-        for rank, alive in enumerate(self.router.alive):
-            if not alive:
-                answer = (SetInternalStateReqOutput(updated=False) if isinstance(recv_req, SetInternalStateReq)
-                          else GetInternalStateReqOutput(internal_state={"dp_rank": rank, "dead_worker": True}))
-                sock_send(self.to_tokenizer, answer)
+        for answer in answers:
+            sock_send(self.to_tokenizer, answer)
 
     def drain_feedback(self) -> None:
         while True:
@@ -441,6 +431,8 @@ class RouterBinding:
             self.reply_error(rid, reply_to, _died(rank))
         if held:
             logger.error("sglang-fair router: no live worker left; failed %d held requests", len(held))
+        # The tokenizer may be waiting on the dead worker's answer to a control message.
+        self.send_to_tokenizer(self.dead_rank_answers.died(rank))
         self.send_released()  # the survivors may take requests meant for the dead worker
 
 

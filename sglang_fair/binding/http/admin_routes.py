@@ -8,7 +8,8 @@ only where the policy throttles, FairServe) and answers the new settings.
 Both need SGLang's admin key (``--admin-api-key``, sent as ``Authorization:
 Bearer KEY``). Ranks come in rank order; with a dead data-parallel worker
 both answer from the survivors (``null`` in the dead rank's place, and
-``dead_ranks``). With no admin key configured they answer 403, as SGLang's
+``dead_ranks``); a rank that has not answered within the deadline
+(``http/state_deadline.py``) is ``null`` too, listed in ``unanswered_ranks``. With no admin key configured they answer 403, as SGLang's
 other admin-only endpoints do, saying how to configure one. A weight of
 ``null`` removes the client's weight (back to 1); an id the identity rule
 would rewrite is refused with 400 naming it.
@@ -31,6 +32,7 @@ Hook: ``install_admin_routes`` BEFORE ``http_server.launch_server`` (and
 from http import HTTPStatus
 
 from sglang_fair.binding.common import worker_status
+from sglang_fair.binding.common.rank_answers import NO_ANSWER
 from sglang_fair.binding.common.settings import ADMIN_SETTINGS_KEY
 from sglang_fair.core import SettingsUpdate
 
@@ -57,25 +59,34 @@ def install_admin_routes(*args, **kwargs) -> None:
     def manager():
         return http_server._global_state.tokenizer_manager
 
-    async def current() -> list:
-        """Each data-parallel rank's fair settings, in rank order; None for a dead worker's."""
+    async def current() -> tuple[list, list[int]]:
+        """Each data-parallel rank's fair settings, in rank order (None for a dead worker's or one
+        that did not answer in time), and the ranks that did not answer in time."""
         states = await manager().get_internal_state()
-        by_rank = {}
+        by_rank, silent = {}, 0
         for position, state in enumerate(states):
             fair = state.get("fair")
             if state.get("dead_worker"):  # the controller answers for a dead worker
                 by_rank[state["dp_rank"]] = None
+            elif state.get(NO_ANSWER):  # answered for at the deadline (http/state_deadline.py): rank unknown
+                silent += 1
             else:
                 by_rank[fair["dp_rank"] if fair else position] = fair
-        return [by_rank[rank] for rank in sorted(by_rank)]
+        unanswered = [rank for rank in range(len(states)) if rank not in by_rank][:silent]
+        return [by_rank.get(rank) for rank in range(len(states))], unanswered
 
-    def answer(ranks: list) -> ORJSONResponse:
-        dead = [rank for rank, state in enumerate(ranks) if state is None]  # ranks 0..N-1, in order
-        return ORJSONResponse({"ranks": ranks, "dead_ranks": dead} if dead else {"ranks": ranks})
+    def answer(ranks: list, unanswered: list[int]) -> ORJSONResponse:
+        dead = [rank for rank, state in enumerate(ranks) if state is None and rank not in unanswered]
+        body: dict = {"ranks": ranks}
+        if dead:
+            body["dead_ranks"] = dead
+        if unanswered:
+            body["unanswered_ranks"] = unanswered
+        return ORJSONResponse(body)
 
     @auth_level(AuthLevel.ADMIN_FORCE)
     async def read_settings() -> ORJSONResponse:
-        return answer(await current())
+        return answer(*await current())
 
     @auth_level(AuthLevel.ADMIN_FORCE)
     async def change_settings(request: Request) -> ORJSONResponse:
@@ -84,17 +95,18 @@ def install_admin_routes(*args, **kwargs) -> None:
         except ValueError as exc:  # OptionError, and malformed JSON (json.JSONDecodeError)
             return ORJSONResponse({"error": str(exc)}, status_code=HTTPStatus.BAD_REQUEST)
         if update.throttle:
-            unthrottled = sorted({rank["policy"] for rank in await current() if rank and "throttle" not in rank})
+            unthrottled = sorted({rank["policy"] for rank in (await current())[0] if rank and "throttle" not in rank})
             if unthrottled:
                 return ORJSONResponse({"error": f"throttle limits apply to fairserve; this server runs "
                                                 f"{', '.join(unthrottled)}"}, status_code=HTTPStatus.BAD_REQUEST)
         applied = await manager().set_internal_state(SetInternalStateReq(server_args={ADMIN_SETTINGS_KEY: update.as_json()}))
         dead = (worker_status.read_workers() or {}).get("dead", [])
         refused = sum(not ok for ok in applied) - len(dead)  # a dead worker's answer is a refusal too
-        if refused > 0:
+        if refused > 0:  # a rank that did not answer in time counts as refusing: it may apply it later
             return ORJSONResponse({"error": f"{refused} of {len(applied) - len(dead)} live dp ranks refused "
-                                            f"the change; see their logs"}, status_code=HTTPStatus.CONFLICT)
-        return answer(await current())
+                                            f"the change or did not answer in time; see their logs"},
+                                  status_code=HTTPStatus.CONFLICT)
+        return answer(*await current())
 
     http_server.app.add_api_route(ROUTE, read_settings, methods=["GET"])
     http_server.app.add_api_route(ROUTE, change_settings, methods=["POST", "PUT"])

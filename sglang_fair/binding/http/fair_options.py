@@ -107,10 +107,45 @@ def _check_isolation_supported(policy: str) -> None:
                           "use the sglang-fair plugin on a stock SGLang")
 
 
+# SGLang modes whose scheduling sglang-fair does not make fair: (option, how it shows in the parsed
+# arguments, why). Each is refused at start when a policy or router of ours would run with it.
+UNFAIR_MODES = (
+    ("--disaggregation-mode", lambda a: getattr(a, "disaggregation_mode", "null") not in (None, "null"),
+     "the decode side admits the requests it receives in its own prebuilt-batch path "
+     "(Scheduler._get_new_prebuilt_batch, first come first served), past sglang-fair's admission"),
+    ("--enable-pdmux", lambda a: bool(getattr(a, "enable_pdmux", False)),
+     "prefill and decode run as separate streams with their own admission"),
+    ("--speculative-algorithm", lambda a: getattr(a, "speculative_algorithm", None) is not None,
+     "speculative decoding changes the batch size SGLang runs (--max-running-requests) and verifies several "
+     "tokens per step; sglang-fair's admission and output charging are not built or tested for it"),
+    ("--pp-size", lambda a: (getattr(a, "pp_size", 1) or 1) > 1,
+     "pipeline parallelism runs its own event loop (micro-batches in flight), which sglang-fair's "
+     "admission and charging hooks are not built or tested for"),
+)
+
+
+def refuse_unfair_modes(args: argparse.Namespace, policy: str, router: str | None) -> None:
+    """``OptionError`` naming the option when a mode of ``UNFAIR_MODES`` is on while one of our
+    policies (``policy``) or routers (``router``) would run: it would be unfair without a word."""
+    from sglang_fair.binding.common.router_channels import FAIR_METHODS
+
+    ours = [f"--schedule-policy {policy}"] if policy in fair_policy_names() else []
+    if router in FAIR_METHODS:
+        ours.append(f"--load-balance-method {router}")
+    if not ours:
+        return
+    for option, is_on, why in UNFAIR_MODES:
+        if is_on(args):
+            raise OptionError(f"{option} cannot be combined with {' and '.join(ours)}: {why}. "
+                              f"Run without {option}, or with SGLang's own policies and routers")
+
+
 def checked_options(args: argparse.Namespace, policy: str, api_key: str | None = None) -> FairOptions:
     """The ``--fair-*`` values as ``FairOptions``, every one checked (files read, policy sections
     parsed); ``ValueError`` naming the option otherwise. The launcher calls it before SGLang's
     imports, ``capture_options`` again inside SGLang."""
+    refuse_unfair_modes(args, getattr(args, "schedule_policy", policy) or policy,
+                        getattr(args, "load_balance_method", None))
     options = options_from_namespace(args, policy)
     make_policy(options, {})
     check_policy_config(options)  # every section of --fair-policy-config fails here, not in a worker

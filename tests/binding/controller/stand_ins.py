@@ -34,6 +34,12 @@ class FakeController:
     def _refresh_active_workers(self) -> None:
         self.refreshed += 1
 
+    def _request_dispatcher(self, message) -> None:
+        """SGLang's fallback for a control message: every worker counted active gets it."""
+        for worker, active in zip(self.workers, self.status):
+            if active:
+                worker.send_pyobj(message)
+
 
 def make_binding(router, controller_class: type[FakeController] = FakeController) -> dpc.RouterBinding:
     """A RouterBinding for ``router`` on a stand-in controller of as many workers, whose answers to

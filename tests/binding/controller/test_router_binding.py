@@ -88,6 +88,38 @@ def test_dead_worker_fails_exactly_its_requests(binding) -> None:
     assert [e.rid for e in _errors(binding)][-1] == "nowhere"
 
 
+def test_a_control_message_a_worker_dies_with_is_answered_for_it(binding) -> None:
+    """The tokenizer waits for one answer per rank, one call of a kind at a time: a worker that
+    dies holding a state request must not leave that call, and every later one, waiting."""
+    from sglang.srt.managers.io_struct import (FlushCacheReqInput, FlushCacheReqOutput, GetInternalStateReq,
+                                               GetInternalStateReqOutput, SetInternalStateReq,
+                                               SetInternalStateReqOutput)
+
+    binding.receive(GetInternalStateReq())
+    binding.receive(GetInternalStateReq())  # the latest of a kind is the one a call may wait on
+    binding.receive(SetInternalStateReq(server_args={"max_micro_batch_size": 2}, http_worker_ipc="ipc://http-1"))
+    assert all(sink.poll(1000) for sink in binding.controller.sinks)  # both workers were sent them
+    assert _errors(binding) == []  # nothing owed while both live
+    binding.worker_died(1)
+    owed = _errors(binding)
+    assert sorted(type(a).__name__ for a in owed) == ["GetInternalStateReqOutput", "SetInternalStateReqOutput"]
+    state = next(a for a in owed if isinstance(a, GetInternalStateReqOutput))
+    assert state.internal_state == {"dp_rank": 1, "dead_worker": True}
+    applied = next(a for a in owed if isinstance(a, SetInternalStateReqOutput))
+    assert applied.updated is False and applied.http_worker_ipc == "ipc://http-1"  # to the HTTP worker that asked
+    binding.worker_died(1)  # declared twice: nothing owed twice
+    assert [a for a in _errors(binding) if not isinstance(a, AbortReq)] == []
+
+    # From now on every control message the tokenizer fans out is answered for the dead worker at once.
+    binding.receive(FlushCacheReqInput())
+    binding.receive(GetInternalStateReq())
+    answers = _errors(binding)
+    assert [type(a) for a in answers] == [FlushCacheReqOutput, GetInternalStateReqOutput]
+    assert answers[0].success is False and "worker 1 died" in answers[0].message
+    binding.receive(AbortReq(rid="x"))  # not a fanned-out call: no answer of ours
+    assert _errors(binding) == []
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()

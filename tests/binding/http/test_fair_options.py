@@ -71,6 +71,49 @@ def test_isolation_defaults_to_on_for_dlpm_behind_the_cluster_wide_router(sglang
     assert json.loads(os.environ["SGLANG_FAIR_CONFIG"])["isolation"] is isolated
 
 
+UNFAIR_MODES = [(["--disaggregation-mode", "decode"], "--disaggregation-mode", "_get_new_prebuilt_batch"),
+                (["--disaggregation-mode", "prefill"], "--disaggregation-mode", "prebuilt-batch"),
+                (["--enable-pdmux"], "--enable-pdmux", "separate streams"),
+                (["--speculative-algorithm", "NGRAM"], "--speculative-algorithm", "--max-running-requests"),
+                (["--pp-size", "2"], "--pp-size", "pipeline parallelism")]
+
+
+@pytest.mark.parametrize("mode, option, why", UNFAIR_MODES)
+def test_a_mode_sglang_fair_does_not_make_fair_is_refused_at_start(sglang_runtime, mode, option, why):
+    for ours in (["--schedule-policy", "dlpm"], ["--schedule-policy", "lpm", "--dp-size", "2",
+                                                  "--load-balance-method", "d2lpm_global"]):
+        with pytest.raises(SystemExit) as exc:
+            _parse([*ours, *mode])
+        assert f"{option} cannot be combined with" in str(exc.value) and why in str(exc.value), exc.value
+    # The launcher refuses it too, before SGLang's imports.
+    from sglang_fair.launch_server import check_fair_arguments
+
+    with pytest.raises(SystemExit) as exc:
+        check_fair_arguments(["--schedule-policy", "dlpm", *mode])
+    assert f"{option} cannot be combined with --schedule-policy dlpm" in str(exc.value)
+
+
+def test_those_modes_stay_sglangs_own_business_without_our_policies_or_routers(sglang_runtime, monkeypatch):
+    from sglang_fair.binding.http.fair_options import refuse_unfair_modes
+
+    for mode, _, _ in UNFAIR_MODES:
+        args = _namespace(mode)
+        refuse_unfair_modes(args, "lpm", "round_robin")  # nothing of ours runs: no refusal
+        with pytest.raises(ValueError):
+            refuse_unfair_modes(args, "vtc", None)
+
+
+def _namespace(argv: list[str]):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--disaggregation-mode", default="null")
+    parser.add_argument("--enable-pdmux", action="store_true")
+    parser.add_argument("--speculative-algorithm")
+    parser.add_argument("--pp-size", type=int, default=1)
+    return parser.parse_args(argv)
+
+
 def test_unknown_policy_is_refused(sglang_runtime, capsys):
     with pytest.raises(SystemExit):
         build_argv(["--policy", "fastest"])
