@@ -19,7 +19,12 @@ between its own: on a shared VM whose speed drifts from minute to minute, both
 sides of a ratio then see the same minutes.
 
 Targets, checked on D²LPM in the same run: p50 within ``--target-ratio`` x
-round-robin's p50 (wall), and p99 <= ``--target-p99-us`` (wall).
+round-robin's p50 (wall), and p99 <= ``--target-p99-us`` (wall). On
+``d2lpm_global``, the default router: route p99 <= ``--target-default-p99-us``
+with nothing held; with the backlog held, completion + admission p99 <=
+``--target-completion-p99-us`` and the whole cost of one request (route,
+admission report, progress reports, completion) p50 <=
+``--target-request-p50-us``.
 
     PYTHONPATH=. python benchmarks/speed/router_speed.py            # full run (~1 min)
     PYTHONPATH=. python benchmarks/speed/router_speed.py --quick    # smoke run
@@ -48,6 +53,10 @@ from sglang_fair.router import ROUTERS, make_router
 from sglang_fair.router.radix_index import PACKED_TOKEN_BYTES, RadixIndex
 
 PROMPT_LEN = 4096
+MAX_NEW = 256  # output tokens per request
+# The schedulers report a running request's output every this many tokens to a router that holds
+# requests (binding/scheduler/router_reports.py: PROGRESS_EVERY_TOKENS).
+PROGRESS_EVERY = 4
 
 
 class PromptSource:
@@ -97,7 +106,7 @@ class Load:
         self.seq += 1
         c0 = time.thread_time_ns()
         t0 = time.perf_counter_ns()
-        w = router.route(rid, client, list(tokens) if self.as_list else tokens, 256)
+        w = router.route(rid, client, list(tokens) if self.as_list else tokens, MAX_NEW)
         t1 = time.perf_counter_ns()
         cpu = time.thread_time_ns() - c0
         placed = ([(rid, w)] if w is not None else []) + router.take_released()
@@ -108,7 +117,7 @@ class Load:
         if len(self.inflight) > self.queue_depth:
             done, dw = self.inflight.pop(0)
             f0 = time.perf_counter_ns()
-            router.on_finish(done, dw, 256)
+            router.on_finish(done, dw, MAX_NEW)
             finish = time.perf_counter_ns() - f0
         return t1 - t0, cpu, finish
 
@@ -159,13 +168,20 @@ def measure_backlog(name: str, args: argparse.Namespace) -> dict[str, float]:
     every completion's admission makes the router place a held request.
     A completion's time is the router's share of it: the finish report and
     the admission reports it causes, with the placements they trigger.
+
+    A request's whole cost is every router call made for it: its route, its
+    admission report, its progress reports (the schedulers report a running
+    request's output every ``--progress-every`` tokens: ``MAX_NEW`` of them
+    here) and its completion, each with the placements it triggers.
     """
     router = make_router(name, args.workers, index_capacity_tokens=args.capacity)
     source = PromptSource(args.seed)
     slots = max(1, args.queue_depth // args.workers)
+    every = max(1, getattr(args, "progress_every", PROGRESS_EVERY))
     local: list[list[str]] = [[] for _ in range(args.workers)]
     running: list[tuple[str, int]] = []
     busy = [0] * args.workers
+    cost: dict[str, int] = {}  # rid -> ns of router calls made for it so far
     seq = 0
 
     def settle(placed: list[tuple[str, int]]) -> None:
@@ -178,46 +194,58 @@ def measure_backlog(name: str, args: argparse.Namespace) -> dict[str, float]:
                     rid = local[w].pop(0)
                     busy[w] += 1
                     running.append((rid, w))
+                    t0 = time.perf_counter_ns()
                     router.on_admitted(rid, w)
+                    cost[rid] = cost.get(rid, 0) + time.perf_counter_ns() - t0
             placed = router.take_released()
             if not placed:
                 return
 
-    def one() -> tuple[int, int, int, int, int]:
+    def one() -> tuple[int, int, int, int, int, int | None]:
         nonlocal seq
         client, tokens = source.next()
         rid = f"r{seq}"
         seq += 1
         c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
-        w = router.route(rid, client, tokens, 256)
+        w = router.route(rid, client, tokens, MAX_NEW)
         r, rc = time.perf_counter_ns() - t0, time.thread_time_ns() - c0
+        cost[rid] = r
         settle(([(rid, w)] if w is not None else []) + router.take_released())
         f = fc = 0
+        whole = None
         if router.snapshot().held_requests >= args.backlog and running:
             done, dw = running.pop(0)
             busy[dw] -= 1
+            t0 = time.perf_counter_ns()
+            for out in range(every, MAX_NEW, every):  # its progress reports, as it decoded
+                router.on_progress(done, dw, out)
+            progress = time.perf_counter_ns() - t0
             c0, f0 = time.thread_time_ns(), time.perf_counter_ns()
-            router.on_finish(done, dw, 256)
+            router.on_finish(done, dw, MAX_NEW)
             settle(router.take_released())  # the freed slot admits a local request: the router places more
             f, fc = time.perf_counter_ns() - f0, time.thread_time_ns() - c0
-        return r, rc, f, fc, router.snapshot().held_requests
+            whole = cost.pop(done, 0) + progress + f
+        return r, rc, f, fc, router.snapshot().held_requests, whole
 
     while router.index.total_tokens < args.prefill_tokens or router.snapshot().held_requests < args.backlog:
         one()
     gc.collect()
-    route_ns, route_cpu_ns, finish_ns, finish_cpu_ns, held = [], [], [], [], []
+    route_ns, route_cpu_ns, finish_ns, finish_cpu_ns, held, whole_ns = [], [], [], [], [], []
     for _ in range(args.requests):
-        r, rc, f, fc, h = one()
+        r, rc, f, fc, h, whole = one()
         route_ns.append(r)
         route_cpu_ns.append(rc)
         held.append(h)
         if f:
             finish_ns.append(f)
             finish_cpu_ns.append(fc)
+        if whole is not None:
+            whole_ns.append(whole)
     route_us = sorted(x / 1000 for x in route_ns)
     route_cpu_us = sorted(x / 1000 for x in route_cpu_ns)
     finish_us = sorted(x / 1000 for x in finish_ns)
     finish_cpu_us = sorted(x / 1000 for x in finish_cpu_ns)
+    whole_us = sorted(x / 1000 for x in whole_ns)
     return {
         "p50_us": statistics.median(route_us),
         "p99_us": route_us[int(0.99 * (len(route_us) - 1))],
@@ -225,6 +253,9 @@ def measure_backlog(name: str, args: argparse.Namespace) -> dict[str, float]:
         "finish_p50_us": statistics.median(finish_us),
         "finish_p99_us": finish_us[int(0.99 * (len(finish_us) - 1))],
         "finish_cpu_p99_us": finish_cpu_us[int(0.99 * (len(finish_cpu_us) - 1))],
+        "request_p50_us": statistics.median(whole_us),
+        "request_p99_us": whole_us[int(0.99 * (len(whole_us) - 1))],
+        "progress_reports": len(range(every, MAX_NEW, every)),
         "held_min": min(held),
         "held_max": max(held),
     }
@@ -333,6 +364,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backlog", type=int, default=512,
                     help="requests held by late-binding routers in their extra run (0: skip it)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--progress-every", type=int, default=PROGRESS_EVERY,
+                    help="output tokens between a running request's progress reports (backlog run)")
+    ap.add_argument("--target-default-p99-us", type=float, default=100.0,
+                    help="d2lpm_global (the default router) route p99 target, wall, with nothing held")
+    ap.add_argument("--target-completion-p99-us", type=float, default=300.0,
+                    help="d2lpm_global completion + admission p99 target, wall, with the backlog held")
+    ap.add_argument("--target-request-p50-us", type=float, default=150.0,
+                    help="d2lpm_global whole cost of one request (route, admission, progress, completion) "
+                         "p50 target, wall, with the backlog held")
     ap.add_argument("--target-p99-us", type=float, default=100.0, help="D²LPM wall p99 target")
     ap.add_argument("--target-ratio", type=float, default=4.0, help="D²LPM p50 / round-robin p50 target")
     ap.add_argument("--quick", action="store_true", help="small run for CI smoke tests")
@@ -392,12 +432,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{n:<16}{r['p50_us']:>9.1f}{r['p99_us']:>9.1f}{r['cpu_p50_us']:>9.1f}{r['cpu_p99_us']:>9.1f}{r['max_us']:>10.1f}"
             f"{r['route_per_s']:>9.0f}{r['finish_p50_us']:>11.2f}{r['index_tokens_end']:>11}{ratio:>11}{cpu_ratio:>11}"
         )
+    backlogs: dict[str, dict[str, float]] = {}
     for n in names:
         if args.backlog > 0 and ROUTERS[n].holds_requests:
-            b = measure_backlog(n, args)
+            b = backlogs[n] = measure_backlog(n, args)
             print(f"{n} holding {b['held_min']}-{b['held_max']} requests: route p50 {b['p50_us']:.1f} us, "
                   f"p99 {b['p99_us']:.1f} us wall / {b['cpu_p99_us']:.1f} us cpu; completion + admission (places held requests) p50 {b['finish_p50_us']:.1f} us, "
-                  f"p99 {b['finish_p99_us']:.1f} us wall / {b['finish_cpu_p99_us']:.1f} us cpu")
+                  f"p99 {b['finish_p99_us']:.1f} us wall / {b['finish_cpu_p99_us']:.1f} us cpu; "
+                  f"whole request (route, admission, {b['progress_reports']} progress reports, completion) "
+                  f"p50 {b['request_p50_us']:.1f} us, p99 {b['request_p99_us']:.1f} us")
     if base is not None:
         f = floors(args)
         print(f"reading one {PROMPT_LEN}-token prompt: pack {f['pack']:.1f} us ({f['pack'] / base['p50_us']:.1f}x rr p50), "
@@ -421,6 +464,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"d2lpm p99 {d2['p99_us']:.1f} us (wall) / {d2['cpu_p99_us']:.1f} us (cpu) vs target "
               f"{args.target_p99_us:g} us: {'PASS' if ok_p99 else 'FAIL'} (wall)")
         verdict |= not ok_p99
+    default = results.get("d2lpm_global")
+    if default is not None:
+        ok = default["p99_us"] <= args.target_default_p99_us
+        print(f"d2lpm_global (default) route p99 {default['p99_us']:.1f} us (wall) vs target "
+              f"{args.target_default_p99_us:g} us: {'PASS' if ok else 'FAIL'}")
+        verdict |= not ok
+    held = backlogs.get("d2lpm_global")
+    if held is not None:
+        ok = held["finish_p99_us"] <= args.target_completion_p99_us
+        print(f"d2lpm_global completion + admission p99 {held['finish_p99_us']:.1f} us (wall) vs target "
+              f"{args.target_completion_p99_us:g} us: {'PASS' if ok else 'FAIL'}")
+        verdict |= not ok
+        ok = held["request_p50_us"] <= args.target_request_p50_us
+        rate = 1e6 / held["request_p50_us"] if held["request_p50_us"] else math.inf
+        print(f"d2lpm_global whole cost per request p50 {held['request_p50_us']:.1f} us (one core routes "
+              f"{rate:,.0f} requests/s) vs target {args.target_request_p50_us:g} us: {'PASS' if ok else 'FAIL'}")
+        verdict |= not ok
     return int(verdict)
 
 

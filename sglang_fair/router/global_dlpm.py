@@ -132,17 +132,20 @@ class _Waiting:
         self.lens = [n if n >= _PREFIX_KEY_TOKENS else 0 for n in match.cached_lens(num_workers)]
         self.length, self.holders = (match.length, match.workers) if match.length >= _PREFIX_KEY_TOKENS else (0, 0)
 
-    def sibling_placed(self, packed: bytes, worker: int) -> None:
-        """A request sharing this one's first tokens now caches ``packed`` (``pack``) on ``worker``."""
+    def sibling_placed(self, packed: bytes, worker: int) -> bool:
+        """A request sharing this one's first tokens now caches ``packed`` (``pack``) on ``worker``;
+        whether that changed how the request ranks."""
         common = common_prefix_len(self.match.packed, packed)
         if common < _PREFIX_KEY_TOKENS:
-            return
+            return False
+        changed = common > self.lens[worker] or common > self.length
         if common > self.lens[worker]:
             self.lens[worker] = common
         if common > self.length:
             self.length, self.holders = common, 1 << worker
         elif common == self.length:
             self.holders |= 1 << worker
+        return changed
 
 
 class PlacementObserver(Protocol):
@@ -159,23 +162,42 @@ class PlacementObserver(Protocol):
 
 
 class _InOrder:
-    """The requests of ``(key..., request)`` tuples in key order, sorted only as far as read: a
-    placement usually takes one of the first few, and DLPM's walk may read the order again."""
+    """The requests of ``(key..., request)`` tuples, taken from an iterator that yields them in key
+    order as far as read (a placement usually takes one of the first few), and kept: DLPM's walk
+    may read the order again."""
 
-    def __init__(self, keyed: list[tuple]) -> None:
-        heapq.heapify(keyed)  # the keys end in a unique seq: tuples never compare the requests
-        self._heap = keyed
+    def __init__(self, keyed: Iterator[tuple]) -> None:
+        self._keyed = keyed
         self._read: list[TrackedRequest] = []
+
+    @classmethod
+    def of(cls, keyed: list[tuple]) -> _InOrder:
+        """The tuples of an unordered list, sorted only as far as read."""
+        heapq.heapify(keyed)  # the keys end in a unique seq: tuples never compare the requests
+        return cls(_popped(keyed))
 
     def __iter__(self) -> Iterator[TrackedRequest]:
         i = 0
         while True:
-            if i == len(self._read):  # past what any pass has read: sort one more
-                if not self._heap:
+            if i == len(self._read):  # past what any pass has read: take one more
+                following = next(self._keyed, None)
+                if following is None:
                     return
-                self._read.append(heapq.heappop(self._heap)[-1])
+                self._read.append(following[-1])
             yield self._read[i]
             i += 1
+
+
+def _popped(heap: list[tuple]) -> Iterator[tuple]:
+    while heap:
+        yield heapq.heappop(heap)
+
+
+def _in_room(keyed: Iterator[tuple], room: int) -> Iterator[tuple]:
+    """The tuples of ``keyed``, each request's room set to ``room`` as it is read."""
+    for item in keyed:
+        item[-1].payload.room = room
+        yield item
 
 
 class GlobalDLPMRouter(IndexedRouter):
@@ -255,6 +277,10 @@ class GlobalDLPMRouter(IndexedRouter):
         )
         self.waiting: dict[str, dict[str, TrackedRequest]] = {}  # client -> its held requests, oldest first
         self.by_key: dict[int, set[str]] = {}  # prefix key -> held rids
+        # client -> worker -> the client's candidates (its oldest ``candidates_per_client`` held
+        # requests) ranked for that worker, kept until one of them changes (``_reorder``): a backlog
+        # places one freed room at a time, and most clients' candidates are as they were.
+        self._ranked: dict[str, dict[int, list[tuple[int, int, int, TrackedRequest]]]] = {}
         self.tracked: dict[str, TrackedRequest] = {}  # every request the router holds or has placed
         # Dispatched and not yet admitted, per worker: rid -> uncached tokens charged.
         self.local: list[dict[str, int]] = [{} for _ in range(num_workers)]
@@ -291,7 +317,10 @@ class GlobalDLPMRouter(IndexedRouter):
         held.rank_by(match, self.num_workers)
         tracked = self.fair.enqueue(rid, client, len(tokens), payload=held)
         self.tracked[rid] = tracked
-        self.waiting.setdefault(tracked.client, {})[rid] = tracked
+        reqs = self.waiting.setdefault(tracked.client, {})
+        reqs[rid] = tracked
+        if len(reqs) <= self.candidates_per_client:  # one of the client's candidates
+            self._reorder(tracked.client)
         self.by_key.setdefault(key, set()).add(rid)
         self._pump()
         for i, (done, worker) in enumerate(self._released):
@@ -468,23 +497,18 @@ class GlobalDLPMRouter(IndexedRouter):
 
         lanes = (None if self.lanes is None
                  else self.lanes.view(self.fair.activity, self.fair.options.weight_of, self.clock(), self.alive, rooms))
-        keyed: list[tuple[int, int, int, TrackedRequest]] = []
-        per_client, index, n = self.candidates_per_client, self.index, self.num_workers
         if len(rooms) == 1 and not bound and lanes is None:
-            # A backlog is placed one freed room at a time: every candidate's room is that one.
+            # A backlog is placed one freed room at a time: every candidate's room is that one, and
+            # each client's candidates are ranked for it already unless one of them changed.
             only = rooms[0]
-            for reqs in clients:
+            order = _InOrder(_in_room(heapq.merge(*(self._ranked_for(client, reqs, only) for client, reqs in clients)),
+                                      only))
+        else:
+            keyed: list[tuple[int, int, int, TrackedRequest]] = []
+            per_client, index, n = self.candidates_per_client, self.index, self.num_workers
+            for _client, reqs in clients:
                 for tracked in itertools.islice(reqs.values(), per_client):
                     held: _Waiting = tracked.payload  # type: ignore[assignment]
-                    if held.stale:
-                        held.rank_by(index.refresh(held.match, touch=False), n)
-                    held.room = only
-                    cached = held.lens[only]
-                    keyed.append((-cached, held.length - cached, tracked.seq, tracked))
-        else:
-            for reqs in clients:
-                for tracked in itertools.islice(reqs.values(), per_client):
-                    held = tracked.payload  # type: ignore[assignment]
                     if held.stale:
                         held.rank_by(index.refresh(held.match, touch=False), n)
                     open_rooms = rooms
@@ -496,13 +520,20 @@ class GlobalDLPMRouter(IndexedRouter):
                         open_rooms = lanes.rooms_for(tracked.client, len(held.tokens) + held.max_new, open_rooms)
                         if not open_rooms:
                             continue
-                    best = (open_rooms[0] if len(open_rooms) == 1
-                            else self._best_room(held, open_rooms, is_over_share(tracked.client)))
+                    best = open_rooms[0]
+                    if len(open_rooms) > 1:
+                        best = self._best_room(held, open_rooms)
+                        # Preble's rebalance, never for a client over its share: its cache room is as
+                        # free to it as the lighter one (asked only when the rule would move it).
+                        lighter = self._rebalanced(held, best, open_rooms)
+                        if lighter != best and not is_over_share(tracked.client):
+                            best = lighter
                     held.room = best
                     cached = held.lens[best]
                     keyed.append((-cached, held.length - cached, tracked.seq, tracked))
+            order = _InOrder.of(keyed)
         fallback = None
-        for tracked in self.fair.walk(_InOrder(keyed)):
+        for tracked in self.fair.walk(order):
             held = tracked.payload  # type: ignore[assignment]
             holders = self._live_holders(held, held.room)
             if lanes is not None:
@@ -532,34 +563,57 @@ class GlobalDLPMRouter(IndexedRouter):
         for prefix in prefixes:
             if len(prefix) == key_bytes:  # a look-alike family: found by its key
                 for rid in self.by_key.get(hash(prefix), ()):
-                    self.tracked[rid].payload.stale = True  # type: ignore[union-attr]
+                    tracked = self.tracked[rid]
+                    tracked.payload.stale = True  # type: ignore[union-attr]
+                    self._reorder(tracked.client)
                 continue
             for reqs in self.waiting.values():  # a short path: any held prompt may start with it
                 for tracked in reqs.values():
                     held: _Waiting = tracked.payload  # type: ignore[assignment]
                     if held.match.packed.startswith(prefix):
                         held.stale = True
+                        self._reorder(tracked.client)
 
-    def _positive_clients(self, only: set[str] | None = None) -> list[dict[str, TrackedRequest]]:
+    def _reorder(self, client: str) -> None:
+        """``client``'s candidates or what ranks them changed: rank them again when next asked."""
+        self._ranked.pop(client, None)
+
+    def _ranked_for(self, client: str, reqs: dict[str, TrackedRequest], worker: int) -> list[tuple]:
+        """``client``'s candidates in placement order for ``worker``: most cached there, then least
+        lost by going there, then oldest (``(key..., request)`` tuples, kept until ``_reorder``)."""
+        by_worker = self._ranked.setdefault(client, {})
+        ranked = by_worker.get(worker)
+        if ranked is None:
+            index, n = self.index, self.num_workers
+            ranked = []
+            for tracked in itertools.islice(reqs.values(), self.candidates_per_client):
+                held: _Waiting = tracked.payload  # type: ignore[assignment]
+                if held.stale:
+                    held.rank_by(index.refresh(held.match, touch=False), n)
+                cached = held.lens[worker]
+                ranked.append((-cached, held.length - cached, tracked.seq, tracked))
+            ranked.sort()
+            by_worker[worker] = ranked
+        return ranked
+
+    def _positive_clients(self, only: set[str] | None = None) -> list[tuple[str, dict[str, TrackedRequest]]]:
         deficits = self.fair.policy.deficits  # type: ignore[attr-defined]
-        return [reqs for client, reqs in self.waiting.items()
+        return [(client, reqs) for client, reqs in self.waiting.items()
                 if deficits.get(client, 0.0) > 0 and (only is None or client in only)]
 
-    def _best_room(self, held: _Waiting, rooms: list[int], over_share: bool = False) -> int:
-        """The room caching most of the prompt (then least loaded), unless rebalance moves it
-        (never the request of a client over its share: its cache room is as free as the lighter one)."""
+    def _best_room(self, held: _Waiting, rooms: list[int]) -> int:
+        """The room caching most of the prompt, then the least loaded."""
         load, local_tokens, lens = self.load, self.local_tokens, held.lens
-        best = max(rooms, key=lambda w: (lens[w], -load[w], -local_tokens[w], -w))
-        return best if over_share else self._rebalanced(held, lens, best, rooms)
+        return max(rooms, key=lambda w: (lens[w], -load[w], -local_tokens[w], -w))
 
-    def _rebalanced(self, held: _Waiting, lens: list[int], best: int, rooms: list[int]) -> int:
+    def _rebalanced(self, held: _Waiting, best: int, rooms: list[int]) -> int:
         """Preble's rebalance: the worker caching most is skipped when its work in
         flight exceeds ``affinity_ratio`` x the lightest worker's plus the prefill the
         lightest would add; else a shared template would pull every request to the
         few workers that cache it."""
         if self.affinity_ratio is None or self._computes_prefix(held, best):
             return best
-        load, we, n = self.load, self.input_weight, len(held.tokens)
+        load, we, n, lens = self.load, self.input_weight, len(held.tokens), held.lens
         light = min(rooms, key=lambda w: (load[w] + we * (n - lens[w]), w))
         if load[best] > self.affinity_ratio * load[light] + we * (lens[best] - lens[light]):
             return light
@@ -674,7 +728,9 @@ class GlobalDLPMRouter(IndexedRouter):
         self.local_tokens[worker] += uncached
         self.index.insert(held.tokens, worker, after=match)
         for rid in self.by_key.get(held.key, ()):  # look-alikes may now match longer on ``worker``
-            self.tracked[rid].payload.sibling_placed(match.packed, worker)  # type: ignore[union-attr]
+            sibling = self.tracked[rid]
+            if sibling.payload.sibling_placed(match.packed, worker):  # type: ignore[union-attr]
+                self._reorder(sibling.client)
         tracked.payload = None  # placed: the prompt is the worker's now, not the router's to keep
         self._released.append((held.rid, worker))
 
@@ -684,6 +740,7 @@ class GlobalDLPMRouter(IndexedRouter):
         del reqs[held.rid]
         if not reqs:
             del self.waiting[tracked.client]
+        self._reorder(tracked.client)
         same = self.by_key[held.key]
         same.discard(held.rid)
         if not same:

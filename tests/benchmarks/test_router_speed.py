@@ -63,3 +63,28 @@ def test_floors_time_the_compare_against_a_whole_shared_prefix():
     # Every timed compare matched a whole shared prefix (PromptSource: 1,024-3,072 tokens).
     assert 1024 <= out["compare_tokens"] <= 3072
     assert out["compare"] > 0 and out["pack"] > 0
+
+
+def test_a_requests_whole_cost_counts_its_progress_reports(monkeypatch):
+    from sglang_fair.router.global_dlpm import GlobalDLPMRouter
+
+    reports = []
+    progress = GlobalDLPMRouter.on_progress
+
+    def spy(self, rid, worker, out):
+        reports.append(out)
+        return progress(self, rid, worker, out)
+
+    monkeypatch.setattr(GlobalDLPMRouter, "on_progress", spy)
+    out = rs.measure_backlog("d2lpm_global", _args(progress_every=64))
+    assert out["progress_reports"] == 3 and reports[:3] == [64, 128, 192]  # MAX_NEW 256, every 64 tokens
+    assert 0 < out["request_p50_us"] <= out["request_p99_us"]
+
+
+def test_the_default_routers_targets_are_judged(capsys):
+    code = rs.main(["--quick", "--workers", "4", "--routers", "round_robin,d2lpm_global",
+                    "--target-default-p99-us", "1e9", "--target-completion-p99-us", "1e9",
+                    "--target-request-p50-us", "1e-3"])
+    out = capsys.readouterr().out
+    assert "d2lpm_global (default) route p99" in out and "completion + admission p99" in out
+    assert "whole cost per request p50" in out and "target 0.001 us: FAIL" in out and code == 1
