@@ -98,7 +98,11 @@ LPM_SERVERS, DLPM_SERVERS = ("--policy", "lpm"), ("--policy", "dlpm")
 # queue that holds 256 connections' worth for as long as a flood takes (its defaults: 100 requests, 60 s,
 # then 429 / 408 to the flood).
 SMG_PRIORITY = System("smg", LPM_SERVERS, ("--policy", "cache_aware", "--priority-scheduler-enabled",
-                                           "--priority-scheduler-config", "{priority.yaml}", "--trust-tenant-header",
+                                           "--priority-scheduler-config", "{priority.yaml}",
+                                           # tenants the file does not name may ask for interactive (its
+                                           # default caps them at the default class)
+                                           "--priority-scheduler-default-max-class", "interactive",
+                                           "--trust-tenant-header",
                                            "--max-concurrent-requests", "32", "--queue-size", "1024",
                                            "--queue-timeout-secs", "900"),
                       files=(("priority.yaml", smg_priority_config([FLOODER], interactive_slots=4)),),

@@ -214,7 +214,9 @@ def smg_priority_config(bulk_tenants: Sequence[str], interactive_slots: int) -> 
 
     Tenants are named by the trusted ``x-smg-tenant-id`` header (``--trust-tenant-header``), so
     smg keys them ``header:<id>``; each of ``bulk_tenants`` is held to the bulk class whatever it
-    asks for, the others take the class their ``x-smg-priority`` header asks. ``interactive_slots``
+    asks for, the others take the class their ``x-smg-priority`` header asks up to smg's
+    ``--priority-scheduler-default-max-class`` (``default`` unless raised: pass ``interactive``
+    for the light tenants to get the interactive class). ``interactive_slots``
     of the capacity stay reserved for the interactive class; nothing else is reserved. smg's
     built-in reservations (at least 32 for system and 128 for interactive) refuse any capacity
     under about 180: it then logs an error and admits first in, first out. Bulk requests are never

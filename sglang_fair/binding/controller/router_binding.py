@@ -369,10 +369,20 @@ class RouterBinding:
             logger.warning("sglang-fair router: report from unknown worker %s ignored", rank)
             return
         self.liveness.heard_from(rank, time.monotonic())
-        router = self.router
         if isinstance(report, worker_reports.Hello):
             self.liveness.hello(rank, report.pid)
             return
+        try:
+            self.tell_router(report, rank)
+        except Exception:
+            # A router bug must not end the controller, and with it every worker's requests: the
+            # report is lost to the router (logged), the requests still reach their clients.
+            logger.exception("sglang-fair router: a %s report from worker %d failed in the router; ignored",
+                             type(report).__name__, rank)
+        self.send_released()  # a finish or an admission may have made room for a held request
+
+    def tell_router(self, report, rank: int) -> None:
+        router = self.router
         if isinstance(report, worker_reports.Done):
             for rid, _client, out in report.finished:
                 self.reply_route.pop(rid, None)
@@ -384,7 +394,6 @@ class RouterBinding:
         elif isinstance(report, worker_reports.Progress):
             for rid, out in report.progress:
                 router.on_progress(rid, rank, out)
-        self.send_released()  # a finish or an admission may have made room for a held request
 
     def drain_kv_events(self) -> None:
         for rank, sock in enumerate(self.kv_sockets):

@@ -179,6 +179,17 @@ def test_a_router_failure_never_loses_the_request(binding, monkeypatch, caplog) 
     assert any(sink.poll(500) for sink in binding.controller.sinks)
 
 
+def test_a_router_failure_on_a_report_does_not_end_the_controller(binding, monkeypatch, caplog) -> None:
+    binding.dispatch(_req("a", [1, 2, 3]))
+    monkeypatch.setattr(binding.router, "on_finish", lambda *a, **k: 1 / 0)
+    with caplog.at_level(logging.ERROR):
+        binding.handle_feedback(msgspec.msgpack.encode(("done", 0, [("a", "alice", 4)])))
+    assert "a Done report from worker 0 failed in the router; ignored" in caplog.text
+    assert "ZeroDivisionError" in caplog.text
+    binding.dispatch(_req("b", [4, 5, 6]))  # the controller routes on
+    assert "b" in binding.router.inflight
+
+
 def test_silent_worker_is_reported_and_routing_continues(binding, caplog) -> None:
     binding.dispatch(_req("a", [1]))
     binding.liveness.last_report[0] -= 2 * SILENT_WORKER_WARN_S
