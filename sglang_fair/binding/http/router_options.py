@@ -3,7 +3,7 @@
 Hooks (listed in ``binding/hooks.py``):
 
 * AFTER ``ServerArgs.add_cli_args``: the methods join ``--load-balance-method``'s
-  choices; ``--fair-router-quantum`` (Q^w) and ``--fair-router-options`` (JSON
+  choices; ``--fair-router-quantum`` (the router's quantum) and ``--fair-router-options`` (JSON
   of any router option) are added.
 * BEFORE ``ServerArgs.from_cli_args``: the router is built once to validate
   the options (bad ones stop the launch with a message), KV events are turned
@@ -36,7 +36,11 @@ def extend_cli(result, parser: argparse.ArgumentParser, *args, **kwargs):
     if not any("--fair-router-quantum" in a.option_strings for a in parser._actions):
         group = parser.add_argument_group("sglang-fair router", "Data-parallel routing (D2LPM and baselines)")
         group.add_argument("--fair-router-quantum", type=float, default=None,
-                           help="D2LPM worker quantum Q^w (default: the router's own).")
+                           help="The router's quantum. d2lpm_global (the default router of --policy dlpm "
+                                "--dp N): its cluster-wide DLPM quantum Q, default --fair-quantum; d2lpm: "
+                                "the worker quantum Q^w, default 10000. The other sglang-fair routers refuse "
+                                "it at launch (dynamo's integer quantum goes in --fair-router-options); "
+                                "SGLang's own methods ignore it.")
         group.add_argument("--fair-router-options", type=str, default=None,
                            help='JSON object of router options, e.g. \'{"index_capacity_tokens": 2000000}\'.')
     return result

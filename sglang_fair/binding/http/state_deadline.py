@@ -78,11 +78,15 @@ class BoundedCall:
         if self.owed:
             await self.drain_owed(self.deadline_s / 5)
         call = asyncio.ensure_future(self.inner(obj))
-        while True:
-            done, _ = await asyncio.wait({call}, timeout=self.deadline_s / 10)
-            if done:
-                return call.result()
-            self.end_if_overdue(time.monotonic())
+        try:
+            while True:
+                done, _ = await asyncio.wait({call}, timeout=self.deadline_s / 10)
+                if done:
+                    return call.result()
+                self.end_if_overdue(time.monotonic())
+        except asyncio.CancelledError:  # the caller went away (a client hung up): so does its call
+            call.cancel()
+            raise
 
     async def drain_owed(self, timeout_s: float) -> None:
         """Take the owed answers as they come, with no call in flight, for at most ``timeout_s``."""

@@ -40,7 +40,7 @@ import copy
 import logging
 
 from sglang_fair.binding.common import settings
-from sglang_fair.binding.common.router_channels import FAIR_METHODS, reserve_feedback_endpoint
+from sglang_fair.binding.common.router_channels import FAIR_METHODS, LOOPBACK, reserve_feedback_endpoint, router_host
 from sglang_fair.binding.common.sglang_fields import data_parallel
 
 logger = logging.getLogger(__name__)
@@ -90,15 +90,69 @@ def join_ray(cls, server_args, *args, placement_group=None, **kwargs):
             if _fair_features_configured(get_parallel().load_balance_method):
                 raise RuntimeError(message)
             logger.warning(message)
-    if placement_group is None and ray.util.get_current_placement_group() is None:
-        try:
+    try:
+        nodes = [node for node in ray.nodes() if node.get("Alive")]
+        if placement_group is None and ray.util.get_current_placement_group() is None:
             _check_gpus(ray.cluster_resources().get("GPU", 0))
-        except RuntimeError as exc:
-            # Logged here: SGLang then kills this process tree, the traceback is lost.
-            logger.error("%s", exc)
-            ray.shutdown()  # before SGLang kills a local cluster's processes under Ray's feet
-            raise
+            _check_placement([node.get("Resources", {}).get("GPU", 0) for node in nodes])
+        _check_router_reachable(len(nodes), get_parallel().load_balance_method)
+    except RuntimeError as exc:
+        # Logged here: SGLang then kills this process tree, the traceback is lost.
+        logger.error("%s", exc)
+        ray.shutdown()  # before SGLang kills a local cluster's processes under Ray's feet
+        raise
     return None
+
+
+def _check_router_reachable(alive_nodes: int, load_balance_method: str | None) -> None:
+    """Actors on other nodes report to the router and publish KV events to it: refuse a router
+    that listens on loopback (the default) when the Ray cluster has more than one node."""
+    if alive_nodes <= 1 or (settings.exported_router() is None and load_balance_method not in FAIR_METHODS):
+        return
+    if router_host() == LOOPBACK:
+        raise RuntimeError(
+            f"sglang-fair: the Ray cluster has {alive_nodes} nodes, but the router's report channel and KV event "
+            f"sockets listen on {LOOPBACK}, which actors on the other nodes cannot reach; set "
+            f"{settings.HOST_ENV} to this node's address as the other nodes reach it (docs/router.md, "
+            f"'Several nodes')"
+        )
+
+
+def _check_placement(node_gpus: list[float]) -> None:
+    """SGLang asks Ray for ``--nnodes`` bundles of dp x tp x pp / nnodes GPUs, each on one node (one
+    node for all of them when nnodes is 1), and waits until they are placed: refuse what no node
+    layout of this cluster can hold, which would wait forever."""
+    from sglang.srt.runtime_context import get_parallel
+
+    parallel = get_parallel()
+    dp_ranks, dp_attention = data_parallel(parallel)
+    needed = (1 if dp_attention else dp_ranks) * parallel.tp_size * parallel.pp_size
+    nnodes = max(1, int(getattr(parallel, "nnodes", 1) or 1))
+    problem = placement_problem(node_gpus, needed, nnodes)
+    if problem:
+        raise RuntimeError(f"sglang-fair: --use-ray: {problem}")
+
+
+def placement_problem(node_gpus: list[float], needed: int, nnodes: int) -> str | None:
+    """Why ``nnodes`` bundles of ``needed // nnodes`` GPUs cannot be placed on nodes with
+    ``node_gpus`` GPUs each (a bundle on one node), or None."""
+    per_bundle = needed // nnodes
+    if per_bundle <= 0:
+        return None
+    fits = sum(int(gpus // per_bundle) for gpus in node_gpus)
+    if fits >= nnodes:
+        return None
+    largest = max(node_gpus, default=0)
+    layout = ", ".join(f"{gpus:g}" for gpus in sorted(node_gpus, reverse=True)) or "none"
+    hint = ""
+    if nnodes == 1 and len(node_gpus) > 1:
+        spread = next((k for k in range(2, len(node_gpus) + 1)
+                       if needed % k == 0 and sum(int(g // (needed // k)) for g in node_gpus) >= k), None)
+        if spread is not None:
+            hint = f"; pass --nnodes {spread} to spread them over {spread} nodes"
+    return (f"SGLang places the {needed} GPUs of dp x tp x pp in {nnodes} bundle(s) of {per_bundle} GPUs, each "
+            f"on one node (--nnodes {nnodes}), and the cluster's nodes have {layout} GPUs (largest {largest:g}): "
+            f"Ray would wait for good{hint}")
 
 
 def _fair_features_configured(load_balance_method: str | None) -> bool:

@@ -122,14 +122,62 @@ def test_a_second_cpu_monitor_in_one_process_is_skipped() -> None:
         ray_backend.one_cpu_monitor_per_process(broken, "tokenizer")
 
 
-def _fake_ray(runtime_env: dict, gpus: float = 8):
+def _fake_ray(runtime_env: dict, gpus: float = 8, nodes: list[float] | None = None):
+    """``nodes``: each alive node's GPUs (default: one node with ``gpus``)."""
+    node_gpus = [gpus] if nodes is None else nodes
     return types.SimpleNamespace(
         is_initialized=lambda: True,
         get_runtime_context=lambda: types.SimpleNamespace(runtime_env=runtime_env),
         util=types.SimpleNamespace(get_current_placement_group=lambda: None),
-        cluster_resources=lambda: {"GPU": gpus},
+        cluster_resources=lambda: {"GPU": sum(node_gpus)},
+        nodes=lambda: [{"Alive": True, "Resources": {"GPU": g, "CPU": 4}} for g in node_gpus]
+        + [{"Alive": False, "Resources": {"GPU": 8}}],  # a dead node counts for nothing
         shutdown=lambda: None,
     )
+
+
+def test_a_placement_no_node_layout_can_hold_is_refused_naming_nnodes(monkeypatch) -> None:
+    problem = ray_backend.placement_problem([4, 4], needed=8, nnodes=1)
+    assert problem and "1 bundle(s) of 8 GPUs" in problem and "4, 4 GPUs" in problem
+    assert "pass --nnodes 2" in problem
+    assert ray_backend.placement_problem([4, 4], needed=8, nnodes=2) is None
+    assert ray_backend.placement_problem([8], needed=8, nnodes=1) is None
+    assert ray_backend.placement_problem([8, 2], needed=8, nnodes=2) is None  # two bundles of 4 on the 8-GPU node
+    assert ray_backend.placement_problem([3, 3, 2], needed=8, nnodes=2) is not None  # 4-GPU bundles fit nowhere
+    # Through the hook: two 4-GPU nodes, --dp 8 without --nnodes: an error at start, not a wait in pg.ready().
+    import sys
+
+    parallel = _parallel(dp=8)
+    parallel.load_balance_method, parallel.nnodes = "round_robin", 1
+    monkeypatch.setattr(runtime_context, "get_parallel", lambda: parallel)
+    monkeypatch.delenv(WORKER_ENV, raising=False)
+    monkeypatch.delenv(ROUTER_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "ray", _fake_ray({"worker_process_setup_hook": ray_backend.SETUP_HOOK},
+                                                      nodes=[4, 4]))
+    with pytest.raises(RuntimeError, match="--nnodes 2"):
+        ray_backend.join_ray(object, None)
+    parallel.nnodes = 2
+    ray_backend.join_ray(object, None)
+
+
+def test_a_router_on_loopback_is_refused_on_a_cluster_of_several_nodes(monkeypatch) -> None:
+    import sys
+
+    parallel = _parallel(dp=2)
+    parallel.load_balance_method, parallel.nnodes = "d2lpm_global", 2
+    monkeypatch.setattr(runtime_context, "get_parallel", lambda: parallel)
+    monkeypatch.delenv(settings.HOST_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "ray", _fake_ray({"worker_process_setup_hook": ray_backend.SETUP_HOOK},
+                                                      nodes=[1, 1]))
+    with pytest.raises(RuntimeError, match=r"2 nodes.*127\.0\.0\.1.*SGLANG_FAIR_ROUTER_HOST"):
+        ray_backend.join_ray(object, None)
+    monkeypatch.setenv(settings.HOST_ENV, "10.0.0.5")
+    ray_backend.join_ray(object, None)  # an address the other nodes reach: fine
+    monkeypatch.delenv(settings.HOST_ENV)
+    monkeypatch.setitem(sys.modules, "ray", _fake_ray({"worker_process_setup_hook": ray_backend.SETUP_HOOK},
+                                                      nodes=[2]))
+    parallel.nnodes = 1
+    ray_backend.join_ray(object, None)  # one node: loopback reaches every actor
 
 
 def test_a_ray_started_elsewhere_must_carry_the_worker_setup(monkeypatch, caplog) -> None:
