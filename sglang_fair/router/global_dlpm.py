@@ -91,6 +91,11 @@ DEFAULT_LOCAL_QUEUE_REQUESTS = 16
 # in its local queue is pinned to it, and at a flood's end another worker idles while it drains
 # (docs/router.md, rule 1). Four more than its free slots keep its next admissions ready.
 DEFAULT_QUEUE_BEYOND_FREE_SLOTS = 4
+# Running requests this close to their last token (max_new less the output reported) count as
+# slots about to free: a batch admitted together ends together, and with room in the local queue
+# for only four more, the worker refilled it in two or three admission passes (prefills) while the
+# router's next dispatches were on their way. Two of the schedulers' progress reports (every 4 tokens).
+DEFAULT_FINISHING_TOKENS = 8
 DEFAULT_CANDIDATES_PER_CLIENT = 16  # a client's oldest waiting requests considered per dispatch
 DEFAULT_AFFINITY_RATIO = 1.5  # Preble's rebalance ratio
 # The shared-prefill wait applies from this many shared not-yet-computed prompt tokens
@@ -200,6 +205,46 @@ def _in_room(keyed: Iterator[tuple], room: int) -> Iterator[tuple]:
         yield item
 
 
+class _LocalityPass:
+    """The locality rules of one placement pass (``_live_holders``, ``_belongs_elsewhere``,
+    ``_shares_pending_prefill``), with what they read of the workers taken once: a pass may
+    weigh hundreds of candidates against the same loads. Only the workers that may be
+    computing a held prompt's prefix need the rules' per-request comparisons."""
+
+    def __init__(self, router: GlobalDLPMRouter) -> None:
+        self.router = router
+        n = router.num_workers
+        self.ratio = router.affinity_ratio
+        self.alive_mask = sum(1 << w for w in range(n) if router.alive[w])
+        pending = [w for w in range(n) if router.wait_for_shared_prefill and len(router.local[w]) == 1
+                   and router._free_slots(w) != 0]
+        self.pending = frozenset(pending)  # may compute a held prompt's prefix with their next batch
+        self.busy_mask = sum(1 << w for w in {*pending, *(w for w in range(n) if router.prefilling[w])})
+        self.least_load: dict[int, float] = {}  # holders' mask -> their least load
+
+    def passed_over(self, held: _Waiting) -> tuple[bool, int]:
+        """Whether a locality rule leaves ``held`` for another worker or a later batch, and the mask
+        of its live holders (0: the room caches as much as any worker, or the rules are off)."""
+        router, room = self.router, held.room
+        mask = 0
+        if self.ratio is not None and held.length > held.lens[room] and 2 * held.length > len(held.tokens):
+            mask = held.holders & self.alive_mask
+        if mask:
+            if mask & self.busy_mask:
+                holders = [h for h in range(router.num_workers) if mask >> h & 1]
+                if router._belongs_elsewhere(held, room, holders):
+                    return True, mask
+            else:
+                least = self.least_load.get(mask)
+                if least is None:
+                    load = router.load
+                    least = self.least_load[mask] = min(load[h] for h in range(router.num_workers) if mask >> h & 1)
+                recompute = router.input_weight * (held.length - held.lens[room])
+                if least <= self.ratio * router.load[room] + recompute:
+                    return True, mask
+        return room in self.pending and router._shares_pending_prefill(held, room), mask
+
+
 class GlobalDLPMRouter(IndexedRouter):
     name = "d2lpm_global"
     holds_requests = True
@@ -214,6 +259,7 @@ class GlobalDLPMRouter(IndexedRouter):
         local_queue_tokens: int = DEFAULT_LOCAL_QUEUE_TOKENS,
         local_queue_requests: int = DEFAULT_LOCAL_QUEUE_REQUESTS,
         queue_beyond_free_slots: int = DEFAULT_QUEUE_BEYOND_FREE_SLOTS,
+        finishing_tokens: int = DEFAULT_FINISHING_TOKENS,
         candidates_per_client: int = DEFAULT_CANDIDATES_PER_CLIENT,
         affinity_ratio: float | None = DEFAULT_AFFINITY_RATIO,
         wait_for_shared_prefill: bool = True,
@@ -241,6 +287,9 @@ class GlobalDLPMRouter(IndexedRouter):
         self.local_queue_tokens = local_queue_tokens
         self.local_queue_requests = local_queue_requests
         self.queue_beyond_free_slots = queue_beyond_free_slots
+        if isinstance(finishing_tokens, bool) or not isinstance(finishing_tokens, int) or finishing_tokens < 0:
+            raise ValueError(f"router finishing_tokens must be an integer >= 0, got {finishing_tokens!r}")
+        self.finishing_tokens = finishing_tokens
         self.candidates_per_client = candidates_per_client
         if affinity_ratio is not None and not (isinstance(affinity_ratio, (int, float)) and affinity_ratio >= 1):
             raise ValueError(f"router affinity_ratio must be a number >= 1 or None, got {affinity_ratio!r}")
@@ -285,6 +334,10 @@ class GlobalDLPMRouter(IndexedRouter):
         # Dispatched and not yet admitted, per worker: rid -> uncached tokens charged.
         self.local: list[dict[str, int]] = [{} for _ in range(num_workers)]
         self.local_tokens = [0] * num_workers
+        # Dispatched requests' max new tokens, and per worker the running ones within
+        # ``finishing_tokens`` of their last (``_local_queue_limit`` counts them as free slots).
+        self._max_new: dict[str, int] = {}
+        self.finishing: list[set[str]] = [set() for _ in range(num_workers)]
         # The same requests' prompts, for the shared-prefill wait: rid -> (prefix key,
         # packed prompt, tokens cached at dispatch).
         self._sent: dict[str, tuple[int, bytes, int]] = {}
@@ -354,6 +407,7 @@ class GlobalDLPMRouter(IndexedRouter):
             return  # unknown, or a re-admission after a retraction
         self._note_long_prefill(rid, dispatch.worker, cached_tokens)
         self._leave_local(rid, dispatch.worker)
+        self._note_finishing(rid, dispatch.worker, 0)
         if cached_tokens is not None:  # what the worker really computed, not what the index believed
             self.fair.correct_admission(self.tracked[rid], int(cached_tokens))
         self._pump()
@@ -362,6 +416,8 @@ class GlobalDLPMRouter(IndexedRouter):
         tracked = self.tracked.get(rid)
         if tracked is not None and rid in self.inflight:
             self.fair.produced(tracked, int(output_tokens))
+            if rid not in self.local[worker] and self._note_finishing(rid, worker, int(output_tokens)):
+                self._pump()  # its slot is about to free: its successor may go now
             if output_tokens > 0 and self.prefilling[worker].pop(rid, None) is not None:
                 self._pump()  # the worker's batches take other prompts again
 
@@ -369,8 +425,19 @@ class GlobalDLPMRouter(IndexedRouter):
         super().on_finish(rid, worker, output_tokens)
         self._pump()
 
+    def _note_finishing(self, rid: str, worker: int, output_tokens: int) -> bool:
+        """Count ``rid``, running on ``worker``, as about to free its slot if it is; whether that is new."""
+        if rid in self.finishing[worker]:
+            return False
+        if self._max_new.get(rid, self.finishing_tokens + 1) - output_tokens <= self.finishing_tokens:
+            self.finishing[worker].add(rid)
+            return True
+        return False
+
     def _finished(self, rid: str, dispatch: Dispatch, output_tokens: int) -> None:
         self._leave_local(rid, dispatch.worker)
+        self.finishing[dispatch.worker].discard(rid)
+        self._max_new.pop(rid, None)
         self.prefilling[dispatch.worker].pop(rid, None)
         self.load[dispatch.worker] = max(0.0, self.load[dispatch.worker] - self._work.pop(rid, 0.0))
         if self.lanes is not None:
@@ -418,14 +485,16 @@ class GlobalDLPMRouter(IndexedRouter):
         return self.alive[worker] and len(self.local[worker]) <= self._local_queue_limit(worker)
 
     def _local_queue_limit(self, worker: int) -> int:
-        """R, or the worker's free running slots + ``queue_beyond_free_slots`` if fewer (when
-        ``worker_max_running`` is known). Counting free slots, not only a full batch: a batch
-        that finishes together frees every slot at once, and a limit applied only once the
-        next batch is full would find its local queue refilled to R meanwhile."""
+        """R, or the worker's free running slots, those about to free (``finishing``) and
+        ``queue_beyond_free_slots`` if fewer (when ``worker_max_running`` is known). Counting
+        free slots, not only a full batch: a batch that finishes together frees every slot at
+        once, and a limit applied only once the next batch is full would find its local queue
+        refilled to R meanwhile; counting those about to free, its successors are there when it
+        does, and the worker admits them in one prefill instead of one per dispatch round."""
         free = self._free_slots(worker)
         if free is None:
             return self.local_queue_requests
-        return min(self.local_queue_requests, free + self.queue_beyond_free_slots)
+        return min(self.local_queue_requests, free + len(self.finishing[worker]) + self.queue_beyond_free_slots)
 
     def _free_slots(self, worker: int) -> int | None:
         """Running slots the worker has free (None without ``worker_max_running``)."""
@@ -533,13 +602,17 @@ class GlobalDLPMRouter(IndexedRouter):
                     keyed.append((-cached, held.length - cached, tracked.seq, tracked))
             order = _InOrder.of(keyed)
         fallback = None
+        locality = _LocalityPass(self) if lanes is None else None
         for tracked in self.fair.walk(order):
             held = tracked.payload  # type: ignore[assignment]
-            holders = self._live_holders(held, held.room)
-            if lanes is not None:
-                holders = lanes.holders_for(tracked.client, holders)
-            if self._belongs_elsewhere(held, held.room, holders) or self._shares_pending_prefill(held, held.room):
-                continue
+            if locality is not None:
+                passed_over, holders = locality.passed_over(held)
+                if passed_over:
+                    continue
+            else:
+                holders = lanes.holders_for(tracked.client, self._live_holders(held, held.room))
+                if self._belongs_elsewhere(held, held.room, holders) or self._shares_pending_prefill(held, held.room):
+                    continue
             # A client over its share would recompute here what another worker caches: Preble's rule
             # spends that prefill to shorten one request's wait, but the room would be used anyway, so
             # it comes out of the cluster's throughput. Another candidate takes the room if one may
@@ -720,6 +793,7 @@ class GlobalDLPMRouter(IndexedRouter):
             self.lanes.dispatched(held.rid, held.client, worker, len(held.tokens) + held.max_new)
         uncached = len(held.tokens) - cached
         self.local[worker][held.rid] = uncached
+        self._max_new[held.rid] = held.max_new
         if self.wait_for_shared_prefill or self.worker_chunk_tokens is not None:
             self._sent[held.rid] = (held.key, match.packed, cached)
         work = self.input_weight * uncached + self.output_weight * held.max_new

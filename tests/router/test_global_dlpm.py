@@ -201,7 +201,7 @@ def test_a_local_queue_holds_few_more_than_its_workers_free_slots() -> None:
     # Requests waiting behind a full batch are pinned to that worker; at a flood's end another
     # worker would sit idle while it drains them.
     r = _router(1, worker_max_running=2, local_queue_requests=8, queue_beyond_free_slots=1,
-                wait_for_shared_prefill=False)
+                wait_for_shared_prefill=False, finishing_tokens=0)  # 4-token requests would all be finishing
     for rid in ("a", "b"):
         assert r.route(rid, "x", [ord(rid), 1, 2], 4) == 0
         r.on_admitted(rid, 0)  # the worker runs 2: its batch is full
@@ -217,7 +217,7 @@ def test_a_batch_admitted_one_report_at_a_time_leaves_few_waiting() -> None:
     # SGLang reports a batch's admissions one by one; were the limit applied only to a full
     # batch, each admission would refill the local queue while slots remain, up to R.
     r = _router(1, worker_max_running=4, local_queue_requests=16, queue_beyond_free_slots=1,
-                wait_for_shared_prefill=False)
+                wait_for_shared_prefill=False, finishing_tokens=0)  # 4-token requests would all be finishing
     for i in range(30):
         r.route(f"x{i}", "x", [i, 1, 2], 4)
     first = list(r.local[0])
@@ -621,3 +621,32 @@ def test_run_time_settings_reach_the_cluster_dlpm_but_not_throttle_limits() -> N
     router.update_settings(SettingsUpdate.parse({"quantum": 900, "client_weights": {"alice": 2},
                                                  "throttle": {"user_limit": 3}}))
     assert router.fair.settings()["quantum"] == 900.0 and router.fair.options.weight_of("alice") == 2.0
+
+
+def test_running_requests_near_their_last_token_count_as_free_slots() -> None:
+    """A batch admitted together ends together: its successors wait in the local queue before it does."""
+    r = _router(1, worker_max_running=2, queue_beyond_free_slots=1, local_queue_requests=16)
+    for i in range(8):
+        r.route(f"r{i}", "x", [100 * i + j for j in range(20)], 32)
+    assert len(r.local[0]) == 3  # two free slots and one more
+    for rid in list(r.local[0])[:2]:
+        r.on_admitted(rid, 0, 0)  # the batch is full now
+    assert len(r.local[0]) == 1  # no free slot: one beyond
+    running = [rid for rid in r.inflight if rid not in r.local[0]]
+    r.on_progress(running[0], 0, 20)  # 12 tokens to go: not yet
+    assert r.finishing[0] == set() and len(r.local[0]) == 1
+    r.on_progress(running[0], 0, 24)  # 8 to go: about to free its slot, its successor goes now
+    assert r.finishing[0] == {running[0]} and len(r.local[0]) == 2
+    r.on_progress(running[1], 0, 28)
+    assert r.finishing[0] == set(running) and len(r.local[0]) == 3  # both count as free
+    r.on_finish(running[0], 0, 32)
+    assert r.finishing[0] == {running[1]}
+    off = _router(1, worker_max_running=2, queue_beyond_free_slots=1, finishing_tokens=0)
+    off.route("a", "x", [1] * 20, 32)
+    off.on_admitted("a", 0, 0)
+    off.on_progress("a", 0, 31)
+    assert off.finishing[0] == set()  # 0: only a finished request frees its slot
+    import pytest
+
+    with pytest.raises(ValueError, match="finishing_tokens must be an integer >= 0"):
+        _router(1, finishing_tokens=-1)
