@@ -207,20 +207,35 @@ def _in_room(keyed: Iterator[tuple], room: int) -> Iterator[tuple]:
 
 class _LocalityPass:
     """The locality rules of one placement pass (``_live_holders``, ``_belongs_elsewhere``,
-    ``_shares_pending_prefill``), with what they read of the workers taken once: a pass may
-    weigh hundreds of candidates against the same loads. Only the workers that may be
-    computing a held prompt's prefix need the rules' per-request comparisons."""
+    ``_shares_pending_prefill``), with what they read of the workers taken once, when first
+    needed: a pass may weigh hundreds of candidates against the same loads. Only the workers
+    that may be computing a held prompt's prefix need the rules' per-request comparisons."""
 
     def __init__(self, router: GlobalDLPMRouter) -> None:
         self.router = router
-        n = router.num_workers
         self.ratio = router.affinity_ratio
-        self.alive_mask = sum(1 << w for w in range(n) if router.alive[w])
-        pending = [w for w in range(n) if router.wait_for_shared_prefill and len(router.local[w]) == 1
-                   and router._free_slots(w) != 0]
-        self.pending = frozenset(pending)  # may compute a held prompt's prefix with their next batch
-        self.busy_mask = sum(1 << w for w in {*pending, *(w for w in range(n) if router.prefilling[w])})
+        self._alive_mask: int | None = None
+        self._busy_mask: int | None = None
         self.least_load: dict[int, float] = {}  # holders' mask -> their least load
+
+    def alive_mask(self) -> int:
+        if self._alive_mask is None:
+            alive = self.router.alive
+            self._alive_mask = sum(1 << w for w in range(self.router.num_workers) if alive[w])
+        return self._alive_mask
+
+    def busy_mask(self) -> int:
+        """The workers that may compute a held prompt's prefix: with their next batch (the one request in
+        their local queue, ``_pending_shared_tokens``), or in the chunks they are prefilling."""
+        if self._busy_mask is None:
+            router = self.router
+            self._busy_mask = sum(1 << w for w in range(router.num_workers)
+                                  if router.prefilling[w] or self._may_pend(w))
+        return self._busy_mask
+
+    def _may_pend(self, worker: int) -> bool:
+        router = self.router
+        return router.wait_for_shared_prefill and len(router.local[worker]) == 1 and router._free_slots(worker) != 0
 
     def passed_over(self, held: _Waiting) -> tuple[bool, int]:
         """Whether a locality rule leaves ``held`` for another worker or a later batch, and the mask
@@ -228,9 +243,9 @@ class _LocalityPass:
         router, room = self.router, held.room
         mask = 0
         if self.ratio is not None and held.length > held.lens[room] and 2 * held.length > len(held.tokens):
-            mask = held.holders & self.alive_mask
+            mask = held.holders & self.alive_mask()
         if mask:
-            if mask & self.busy_mask:
+            if mask & self.busy_mask():
                 holders = [h for h in range(router.num_workers) if mask >> h & 1]
                 if router._belongs_elsewhere(held, room, holders):
                     return True, mask
@@ -242,7 +257,7 @@ class _LocalityPass:
                 recompute = router.input_weight * (held.length - held.lens[room])
                 if least <= self.ratio * router.load[room] + recompute:
                     return True, mask
-        return room in self.pending and router._shares_pending_prefill(held, room), mask
+        return self._may_pend(room) and router._shares_pending_prefill(held, room), mask
 
 
 class GlobalDLPMRouter(IndexedRouter):
