@@ -1,5 +1,5 @@
 """Import contracts (pyproject.toml, ``[tool.importlinter]``): the layers, one binding package per
-process, no SGLang in the engine-agnostic code, no import cycles anywhere. Imports inside functions count."""
+process, no SGLang in the engine-agnostic code, no import cycles anywhere. Imports inside functions and under TYPE_CHECKING count."""
 
 from __future__ import annotations
 
@@ -36,3 +36,10 @@ def test_the_contracts_cover_each_layer_and_each_process_package():
     top = {f"sglang_fair.{path.stem}" for path in (ROOT / "sglang_fair").iterdir()
            if (path / "__init__.py").exists() or (path.suffix == ".py" and path.stem != "__init__")}
     assert top - {"sglang_fair.configs"} <= {name.strip() for name in layered}
+
+
+def test_imports_for_type_checking_count():
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert config.get("exclude_type_checking_imports", False) is False

@@ -1,14 +1,18 @@
 """The checks options classes run on their values: one wording for each kind of bad value.
 
 Each returns the value in its canonical type (``int``, ``float``, a plain
-``dict``) or raises ``ValueError`` naming the option and what it got. Booleans
-are not numbers here: ``True`` for a token count is a mistake, not a 1.
+``dict``) or raises ``OptionError`` (a ``ValueError``) naming the option and
+what it got. Booleans are not numbers here: ``True`` for a token count is a
+mistake, not a 1. Every options class of the core, the routers and the
+workloads checks its values with these.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
+
+from sglang_fair.core.errors import OptionError
 
 
 def _is_number(value: object) -> bool:
@@ -17,7 +21,19 @@ def _is_number(value: object) -> bool:
 
 def positive_int(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise OptionError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def int_at_least(name: str, value: object, low: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise OptionError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def boolean(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise OptionError(f"{name} must be true or false, got {value!r}")
     return value
 
 
@@ -27,26 +43,33 @@ def optional_positive_int(name: str, value: object) -> int | None:
 
 def positive_number(name: str, value: object) -> float:
     if not _is_number(value) or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type]
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        raise OptionError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)  # type: ignore[arg-type]
 
 
 def non_negative_number(name: str, value: object) -> float:
     if not _is_number(value) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type]
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
+        raise OptionError(f"{name} must be a non-negative finite number, got {value!r}")
     return float(value)  # type: ignore[arg-type]
 
 
 def fraction(name: str, value: object) -> float:
     """A number in (0, 1]."""
     if not _is_number(value) or not 0 < value <= 1:  # type: ignore[operator]
-        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+        raise OptionError(f"{name} must be a number in (0, 1], got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def share(name: str, value: object) -> float:
+    """A number in [0, 1]."""
+    if not _is_number(value) or not 0 <= value <= 1:  # type: ignore[operator]
+        raise OptionError(f"{name} must be a fraction in [0, 1], got {value!r}")
     return float(value)  # type: ignore[arg-type]
 
 
 def one_of(name: str, value: object, choices: Collection[str]) -> str:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(sorted(choices))}; got {value!r}")
+        raise OptionError(f"{name} must be one of {', '.join(sorted(choices))}; got {value!r}")
     return value  # type: ignore[return-value]
 
 
@@ -55,10 +78,10 @@ def client_weights(name: str, value: object) -> dict[str, float]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValueError(f"{name} must be a map of client id to a positive weight, got {value!r}")
+        raise OptionError(f"{name} must be a map of client id to a positive weight, got {value!r}")
     out = {}
     for client, weight in value.items():
         if not isinstance(client, str) or not client:
-            raise ValueError(f"{name}: client ids must be non-empty strings, got {client!r}")
+            raise OptionError(f"{name}: client ids must be non-empty strings, got {client!r}")
         out[client] = positive_number(f"{name}[{client!r}]", weight)
     return out

@@ -7,13 +7,12 @@ so that a server never starts with a meaningless setting.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 
+from sglang_fair.core import checks
 from sglang_fair.core.clients import is_client_id, normalize_client_id
 from sglang_fair.core.costs import COSTS
 from sglang_fair.core.errors import OptionError
-from sglang_fair.core.policies import POLICIES
 from sglang_fair.core.throttle import check_request_limit
 
 # Defaults: w_in/w_e = 1 and w_out/w_q = 2 as in both papers.
@@ -59,32 +58,29 @@ class FairOptions:
         self.validate()
 
     def validate(self) -> None:
-        if self.policy not in POLICIES:
-            raise OptionError(
-                f"--fair-policy/--policy: unknown policy {self.policy!r}; "
-                f"choose one of {', '.join(sorted(POLICIES))}"
-            )
-        _positive("--fair-quantum", self.quantum)
-        _non_negative("--fair-input-weight", self.input_weight)
-        _non_negative("--fair-output-weight", self.output_weight)
+        # The policy's name is checked where policies are built (core/policies: check_policy_name),
+        # so that options stay a leaf the policies may import.
+        if not isinstance(self.policy, str):
+            raise OptionError(f"--fair-policy/--policy must be a policy name, got {self.policy!r}")
+        checks.positive_number("--fair-quantum", self.quantum)
+        checks.non_negative_number("--fair-input-weight", self.input_weight)
+        checks.non_negative_number("--fair-output-weight", self.output_weight)
         if self.input_weight == 0 and self.output_weight == 0:
             raise OptionError("--fair-input-weight and --fair-output-weight cannot both be 0")
         if self.cost is not None and self.cost not in COSTS:
             raise OptionError(
                 f"--fair-cost: unknown cost function {self.cost!r}; choose one of {', '.join(COSTS)}"
             )
-        _positive("--fair-idle-timeout", self.idle_timeout_s)
-        if not isinstance(self.isolation, bool):
-            raise OptionError(f"--fair-isolation must be true or false, got {self.isolation!r}")
-        if isinstance(self.max_preemptions, bool) or not isinstance(self.max_preemptions, int) or self.max_preemptions < 1:
-            raise OptionError(f"--fair-max-preemptions must be an integer >= 1, got {self.max_preemptions!r}")
+        checks.positive_number("--fair-idle-timeout", self.idle_timeout_s)
+        checks.boolean("--fair-isolation", self.isolation)
+        checks.int_at_least("--fair-max-preemptions", self.max_preemptions, 1)
         if self.policy_config is not None and not isinstance(self.policy_config, (str, dict)):
             raise OptionError(
                 f"--fair-policy-config must be a YAML file path or a mapping, got {type(self.policy_config).__name__}"
             )
         clean: dict[str, float] = {}
         for raw, weight in self.client_weights.items():
-            _positive(f"--fair-client-weights ({raw})", weight)
+            checks.positive_number(f"--fair-client-weights ({raw})", weight)
             clean[normalize_client_id(raw)] = float(weight)
         self.client_weights = clean
 
@@ -124,7 +120,7 @@ class SettingsUpdate:
                               f"only {', '.join(RUNTIME_SETTINGS)} can")
         quantum = body.get("quantum")
         if quantum is not None:
-            _positive("quantum", quantum)
+            checks.positive_number("quantum", quantum)
         weights = body.get("client_weights", {})
         if not isinstance(weights, dict):
             raise OptionError("client_weights must be an object of client id -> weight")
@@ -135,7 +131,7 @@ class SettingsUpdate:
         clean: dict[str, float | None] = {}
         for raw, weight in weights.items():
             if weight is not None:
-                _positive(f"client_weights[{raw!r}]", weight)
+                checks.positive_number(f"client_weights[{raw!r}]", weight)
             clean[raw.strip()] = None if weight is None else float(weight)
         return cls(None if quantum is None else float(quantum), clean, _throttle(body.get("throttle", {})))
 
@@ -155,10 +151,7 @@ def _throttle(body: object) -> dict:
                           f"only {', '.join(THROTTLE_SETTINGS)} can")
     out = dict(body)
     if "overload_kv_usage" in out:
-        usage = out["overload_kv_usage"]
-        if isinstance(usage, bool) or not isinstance(usage, (int, float)) or not 0 <= usage <= 1:
-            raise OptionError(f"throttle.overload_kv_usage must be a fraction in [0, 1], got {usage!r}")
-        out["overload_kv_usage"] = float(usage)
+        out["overload_kv_usage"] = checks.share("throttle.overload_kv_usage", out["overload_kv_usage"])
     if "user_limit" in out and out["user_limit"] is not None:
         check_request_limit("throttle.user_limit", out["user_limit"])
     limits = out.get("user_limits", {})
@@ -200,13 +193,3 @@ def json_object(text: str, name: str) -> dict:
         raise OptionError(f"{name} must be a JSON object")
     return value
 
-
-def _positive(option: str, value: float) -> None:
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value <= 0
-            or math.isinf(value)):
-        raise OptionError(f"{option} must be a positive finite number, got {value!r}")
-
-
-def _non_negative(option: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or math.isnan(value) or value < 0 or math.isinf(value):
-        raise OptionError(f"{option} must be a non-negative finite number, got {value!r}")

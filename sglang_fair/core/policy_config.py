@@ -8,14 +8,13 @@ at startup with the file and key named instead of being silently ignored.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from sglang_fair.core.errors import OptionError
+from sglang_fair.core.options import FairOptions
 
-if TYPE_CHECKING:  # options validate policy names: the policies' helpers must not import options
-    from sglang_fair.core.options import FairOptions
 
 
 def load_policy_config(raw: str | dict | None) -> tuple[dict[str, Any], str]:

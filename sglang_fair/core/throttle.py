@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from sglang_fair.core.errors import OptionError
+from sglang_fair.core import checks
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,7 @@ MIN_RETRY_AFTER_S = 1.0
 
 def check_request_limit(where: str, limit: object) -> None:
     """A limit is a number of requests per window: ``OptionError`` (a ValueError) naming ``where`` otherwise."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise OptionError(f"{where} must be an integer >= 1 (requests per window), got {limit!r}")
+    checks.int_at_least(f"{where} (requests per window)", limit, 1)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from sglang_fair.core import checks
 from sglang_fair.router.base import Dispatch, RouterSnapshot
 from sglang_fair.router.idle import DEFAULT_IDLE_TIMEOUT_S
 from sglang_fair.router.indexed import IndexedRouter
@@ -28,15 +29,13 @@ DEFAULT_WORKER_QUANTUM = 10_000.0  # middle of the paper's Q^w sweep (2,000 .. 4
 
 
 def check_quantum(quantum: float) -> float:
-    if isinstance(quantum, bool) or not isinstance(quantum, (int, float)) or math.isnan(quantum) or quantum <= 0:
-        raise ValueError(f"router quantum Q^w must be a positive number, got {quantum!r}")
-    return float(quantum)
+    if quantum == math.inf:  # Q^w = infinity: placement by locality and load alone (the paper's ablation)
+        return math.inf
+    return checks.positive_number("router quantum Q^w", quantum)
 
 
 def check_weight(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"router {name} must be a non-negative finite number, got {value!r}")
-    return float(value)
+    return checks.non_negative_number(f"router {name}", value)
 
 
 class D2LPMRouter(IndexedRouter):

@@ -10,16 +10,15 @@ sweep only looks at the ones due: O(1) per request, amortized.
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
+
+from sglang_fair.core import checks
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 
 
 def check_idle_timeout(value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value <= 0:
-        raise ValueError(f"router idle_timeout_s must be a positive number of seconds, got {value!r}")
-    return float(value)
+    return checks.positive_number("router idle_timeout_s (seconds)", value)
 
 
 class IdleClients:

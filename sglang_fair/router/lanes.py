@@ -23,10 +23,10 @@ Theorem G holds (docs/fairness.md).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from sglang_fair.core import checks
 from sglang_fair.core.isolation import above_fair_share
 from sglang_fair.core.requests import ClientActivity
 
@@ -41,12 +41,9 @@ DEFAULT_LANE_HOLD_S = 1.0
 def check_lane_options(num_workers: int, lane_workers: int, lane_tokens: int,
                        lane_hold_s: float = DEFAULT_LANE_HOLD_S) -> None:
     """Raise ValueError naming the bad option (``lane_workers`` 0 turns lanes off)."""
-    for name, value, low in (("lane_workers", lane_workers, 0), ("lane_tokens", lane_tokens, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"router {name} must be an integer >= {low}, got {value!r}")
-    if (isinstance(lane_hold_s, bool) or not isinstance(lane_hold_s, (int, float))
-            or not math.isfinite(lane_hold_s) or lane_hold_s < 0):
-        raise ValueError(f"router lane_hold_s must be a finite number of seconds >= 0, got {lane_hold_s!r}")
+    checks.int_at_least("router lane_workers", lane_workers, 0)
+    checks.int_at_least("router lane_tokens", lane_tokens, 1)
+    checks.non_negative_number("router lane_hold_s (seconds)", lane_hold_s)
     if lane_workers and lane_workers >= num_workers:
         raise ValueError(f"router lane_workers must leave at least one other worker: "
                          f"{lane_workers} of {num_workers} workers")

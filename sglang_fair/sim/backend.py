@@ -21,6 +21,7 @@ from sglang_fair.runs.params import sim_params
 from sglang_fair.runs.records import RequestRecord, RunResult
 from sglang_fair.core import FairOptions
 from sglang_fair.core.options import default_isolation
+from sglang_fair.core.policies import check_policy_name
 from sglang_fair.sim.cluster import SimCluster, SimConfig
 from sglang_fair.sim.costmodel import load_profile
 from sglang_fair.sim.worker import SimRequest, SimulationError
@@ -52,6 +53,7 @@ class SimBackend:
         # Unset isolation follows the server's default for the policy and worker count.
         fair.setdefault("isolation", default_isolation(policy, self.config.num_workers, self.config.router))
         self.options = FairOptions(policy=policy, **fair)
+        check_policy_name(policy)  # unknown policy: fail now, not when the cluster is built
         load_profile(self.config.profile)  # unknown profile: fail now, not mid-run
         from sglang_fair.router import ROUTERS
 

@@ -73,7 +73,6 @@ def test_options_refuse_bad_values_naming_the_option():
     from sglang_fair.core import OptionError
 
     for kwargs, option in [
-        ({"policy": "nope"}, "--fair-policy"),
         ({"quantum": 0}, "--fair-quantum"),
         ({"quantum": float("nan")}, "--fair-quantum"),
         ({"output_weight": -1}, "--fair-output-weight"),
@@ -81,6 +80,9 @@ def test_options_refuse_bad_values_naming_the_option():
     ]:
         with pytest.raises(OptionError, match=option):
             FairOptions(**kwargs)
+    # Options are a leaf of the core: a policy's name is checked where the policy is built.
+    with pytest.raises(OptionError, match="--fair-policy/--policy: unknown policy 'nope'; choose one of"):
+        FairScheduler(FairOptions(policy="nope"))
 
 
 def test_client_ids_are_bounded():

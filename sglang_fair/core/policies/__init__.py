@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from sglang_fair.core.errors import OptionError
+from sglang_fair.core.options import FairOptions
 
 from sglang_fair.core.policies.base import Policy
 from sglang_fair.core.policies.dlpm import DLPMPolicy
@@ -22,16 +23,23 @@ POLICIES: dict[str, type[Policy]] = {
 }
 
 
-def make_policy(options, activity: Mapping, clock: Callable[[], float] = time.monotonic) -> Policy:
+def check_policy_name(name: str) -> str:
+    """``name`` if a policy has it, else ``OptionError`` listing the policies."""
+    if name not in POLICIES:
+        raise OptionError(f"--fair-policy/--policy: unknown policy {name!r}; choose one of {', '.join(sorted(POLICIES))}")
+    return name
+
+
+def make_policy(options: FairOptions, activity: Mapping, clock: Callable[[], float] = time.monotonic) -> Policy:
     """Instantiate the policy named by ``options.policy``."""
-    return POLICIES[options.policy](options, activity, clock)
+    return POLICIES[check_policy_name(options.policy)](options, activity, clock)
 
 
 # Policies with settings of their own, each in the section of the policy config named after it.
 CONFIG_SECTIONS = (FairServePolicy.name, JustitiaPolicy.name)
 
 
-def check_policy_config(options) -> None:
+def check_policy_config(options: FairOptions) -> None:
     """Read and check ``--fair-policy-config`` whatever policy runs: a missing file,
     an unknown section or a bad setting in any section is an error naming the
     file, not something found (or never found) when another policy is chosen."""
@@ -43,4 +51,4 @@ def check_policy_config(options) -> None:
         make_policy(replace(options, policy=section), {})
 
 
-__all__ = ["CONFIG_SECTIONS", "POLICIES", "Policy", "check_policy_config", "make_policy"]
+__all__ = ["CONFIG_SECTIONS", "POLICIES", "Policy", "check_policy_config", "check_policy_name", "make_policy"]

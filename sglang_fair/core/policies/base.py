@@ -13,15 +13,14 @@ from __future__ import annotations
 import time
 from abc import ABC
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from sglang_fair.core.costs import Charge
 from sglang_fair.core.errors import OptionError
+from sglang_fair.core.options import FairOptions
 from sglang_fair.core.requests import ClientActivity, RequestState, TrackedRequest
 from sglang_fair.core.throttle import ThrottleDecision
 
-if TYPE_CHECKING:  # options validate policy names, so policies must not import options at run time
-    from sglang_fair.core.options import FairOptions
 
 
 class Policy(ABC):
