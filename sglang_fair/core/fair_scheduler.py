@@ -68,19 +68,9 @@ class FairScheduler:
             raise ValueError(f"kv_usage must be a fraction in [0, 1], got {kv_usage!r}")
         return self.policy.should_throttle(client, normalize_app_id(app), normalize_app_id(interaction), kv_usage)
 
-    def enqueue(
-        self,
-        rid: str,
-        client: str,
-        input_len: int,
-        payload: object = None,
-        *,
-        app: str | None = None,
-        interaction: str | None = None,
-        stage: int | None = None,
-        system_len: int = 0,
-        prompt: Sequence[int] | str | None = None,
-    ) -> TrackedRequest:
+    def enqueue(self, rid: str, client: str, input_len: int, payload: object = None, *, app: str | None = None,
+                interaction: str | None = None, stage: int | None = None, system_len: int = 0,
+                prompt: Sequence[int] | str | None = None) -> TrackedRequest:
         """Register a new request in the waiting queue.
 
         The keyword fields are the optional application identity (see
@@ -236,6 +226,15 @@ class FairScheduler:
         req.state = RequestState.DONE
         self.activity[req.client].last_active = now
         self.requests.pop(req.rid, None)
+
+    # -- the policy's counters --------------------------------------------------
+    def counter(self, client: str) -> float | None:
+        """``client``'s counter (DLPM's deficit, VTC's virtual counter), None if it has none."""
+        return self.policy.counter(client)
+
+    def refill(self) -> bool:
+        """CHECKREFILL where the policy refills counters (DLPM); whether it did."""
+        return self.policy.check_refill()
 
     # -- run-time settings ------------------------------------------------------
     def settings(self) -> dict:

@@ -47,8 +47,8 @@ def test_a_full_local_queue_keeps_one_place_for_a_client_with_nothing_dispatched
     worker = r.route("d", "y", [9, 10], 4)
     assert worker in (0, 1)  # y had nothing dispatched: it takes the kept place at once
     assert r.route("e", "y", [11, 12], 4) is None  # now it has
-    assert len(r.local[worker]) == r.local_queue_requests + 1
-    assert not r._newcomer_room(worker) and r._newcomer_room(1 - worker)  # one kept place per worker
+    assert len(r.queues.local[worker]) == r.options.local_queue_requests + 1
+    assert not r.queues.newcomer_room(worker) and r.queues.newcomer_room(1 - worker)  # one kept place per worker
 
 
 def test_a_newcomer_beside_a_flood_with_credit_takes_the_kept_place_at_once() -> None:
@@ -162,17 +162,15 @@ def test_held_requests_rank_by_what_a_fresh_lookup_would_say(seed: int) -> None:
         if rng.random() < 0.2:  # a worker evicts part of some prompt's path
             cut = prompts[f"r{rng.randrange(i + 1)}"]
             r.on_evicted(rng.randrange(3), cut[: rng.randint(1, len(cut))])
-        r._mark_stale(r.index.take_removals())  # what the next placement pass does first
-        for reqs in r.waiting.values():
-            for tracked in reqs.values():
-                held = tracked.payload
-                if held.stale:
-                    marked += 1
-                    continue
-                fresh = r.index.match(held.tokens)
-                assert held.lens == [n if n >= KEY else 0 for n in fresh.cached_lens(3)]
-                if fresh.length >= KEY:
-                    assert (held.length, held.holders) == (fresh.length, fresh.workers)
+        r.held.mark_stale(r.index.take_removals())  # what the next placement pass does first
+        for held in r.held.by_rid.values():
+            if held.stale:
+                marked += 1
+                continue
+            fresh = r.index.match(held.tokens)
+            assert held.lens == [n if n >= KEY else 0 for n in fresh.cached_lens(3)]
+            if fresh.length >= KEY:
+                assert (held.length, held.holders) == (fresh.length, fresh.workers)
     assert marked  # evictions did reach held requests
 
 
@@ -220,11 +218,11 @@ def test_a_batch_admitted_one_report_at_a_time_leaves_few_waiting() -> None:
                 wait_for_shared_prefill=False, finishing_tokens=0)  # 4-token requests would all be finishing
     for i in range(30):
         r.route(f"x{i}", "x", [i, 1, 2], 4)
-    first = list(r.local[0])
+    first = list(r.queues.local[0])
     for rid in first[:4]:
         r.on_admitted(rid, 0)
         r.take_released()
-    assert r.queue_sizes[0] - len(r.local[0]) == 4 and len(r.local[0]) == 1
+    assert r.queue_sizes[0] - len(r.queues.local[0]) == 4 and len(r.queues.local[0]) == 1
 
 
 def test_without_the_workers_batch_size_the_local_queue_is_r() -> None:
@@ -316,12 +314,12 @@ def test_bad_options_are_refused() -> None:
 def global_bound(router: GlobalDLPMRouter, clients: list[ClientSpec]) -> float:
     """2 (Q + w_q |W| M_G + w_e |W| (B + L + R L)) (docs/fairness.md, Theorem G)."""
     longest = max(c.prefix_len + c.suffix_len[1] for c in clients)
-    r = router.local_queue_requests + router.reserve_for_newcomers  # the kept place counts as one more
+    r = router.options.local_queue_requests + router.options.reserve_for_newcomers  # the kept place counts as one more
     # Output a worker's dispatched requests can still produce: its batch and its local queue.
     m_g = (BATCH + r) * max(c.output_len[1] for c in clients)
     workers = router.num_workers
     return 2 * (router.fair.options.quantum + W_Q * workers * m_g
-                + W_E * workers * (router.local_queue_tokens + longest + r * longest))
+                + W_E * workers * (router.options.local_queue_tokens + longest + r * longest))
 
 
 def paper_bound(workers: int, clients: list[ClientSpec], local_quantum: float) -> float:
@@ -424,12 +422,12 @@ def test_a_worker_idles_only_while_refill_waits_for_a_client_in_a_local_queue() 
     def checked_pump() -> None:
         nonlocal idle_checks
         original()
-        if router.waiting and any(router._has_room(w) for w in range(router.num_workers)):
+        if router.held and any(router.queues.has_room(w) for w in range(router.num_workers)):
             idle_checks += 1
-            deficits = router.fair.policy.deficits
-            assert all(deficits.get(c, 0.0) <= 0 for c in router.waiting)
+            held_clients = router.held.by_client
+            assert all((router.fair.counter(c) or 0.0) <= 0 for c in held_clients)
             blockers = [c for c, a in router.fair.activity.items()
-                        if a.queued > 0 and c not in router.waiting and deficits.get(c, 0.0) > 0]
+                        if a.queued > 0 and c not in held_clients and (router.fair.counter(c) or 0.0) > 0]
             assert blockers
 
     router._pump = checked_pump  # type: ignore[method-assign]
@@ -595,7 +593,7 @@ def test_a_prompt_of_one_chunk_or_an_unknown_chunk_size_binds_no_worker() -> Non
         r.on_admitted("big", 1)  # (x waiting in a local queue with credit would block y's first refill)
         assert r.route("other", "y", list(range(20_000, 20_050)), 16) == (1 if bound else 0)
         r.on_finish("doc", 0, 16)
-        assert not r.prefilling[0]  # a finished request binds nothing
+        assert not r.waits.prefilling[0]  # a finished request binds nothing
 
 
 def test_a_short_shared_start_or_a_cached_prefix_does_not_wait() -> None:
@@ -628,24 +626,24 @@ def test_running_requests_near_their_last_token_count_as_free_slots() -> None:
     r = _router(1, worker_max_running=2, queue_beyond_free_slots=1, local_queue_requests=16)
     for i in range(8):
         r.route(f"r{i}", "x", [100 * i + j for j in range(20)], 32)
-    assert len(r.local[0]) == 3  # two free slots and one more
-    for rid in list(r.local[0])[:2]:
+    assert len(r.queues.local[0]) == 3  # two free slots and one more
+    for rid in list(r.queues.local[0])[:2]:
         r.on_admitted(rid, 0, 0)  # the batch is full now
-    assert len(r.local[0]) == 1  # no free slot: one beyond
-    running = [rid for rid in r.inflight if rid not in r.local[0]]
+    assert len(r.queues.local[0]) == 1  # no free slot: one beyond
+    running = [rid for rid in r.inflight if rid not in r.queues.local[0]]
     r.on_progress(running[0], 0, 20)  # 12 tokens to go: not yet
-    assert r.finishing[0] == set() and len(r.local[0]) == 1
+    assert r.queues.finishing[0] == set() and len(r.queues.local[0]) == 1
     r.on_progress(running[0], 0, 24)  # 8 to go: about to free its slot, its successor goes now
-    assert r.finishing[0] == {running[0]} and len(r.local[0]) == 2
+    assert r.queues.finishing[0] == {running[0]} and len(r.queues.local[0]) == 2
     r.on_progress(running[1], 0, 28)
-    assert r.finishing[0] == set(running) and len(r.local[0]) == 3  # both count as free
+    assert r.queues.finishing[0] == set(running) and len(r.queues.local[0]) == 3  # both count as free
     r.on_finish(running[0], 0, 32)
-    assert r.finishing[0] == {running[1]}
+    assert r.queues.finishing[0] == {running[1]}
     off = _router(1, worker_max_running=2, queue_beyond_free_slots=1, finishing_tokens=0)
     off.route("a", "x", [1] * 20, 32)
     off.on_admitted("a", 0, 0)
     off.on_progress("a", 0, 31)
-    assert off.finishing[0] == set()  # 0: only a finished request frees its slot
+    assert off.queues.finishing[0] == set()  # 0: only a finished request frees its slot
     import pytest
 
     with pytest.raises(ValueError, match="finishing_tokens must be an integer >= 0"):

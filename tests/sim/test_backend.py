@@ -295,7 +295,8 @@ def test_the_simulated_router_charges_with_the_policy_weights():
 
     for router in ("d2lpm", "d2lpm_global"):
         cluster = SimCluster(SimConfig(num_workers=2, router=router), FairOptions(input_weight=0.5, output_weight=4.0))
-        assert (cluster.router.input_weight, cluster.router.output_weight) == (0.5, 4.0)
+        weights = cluster.router.options if router == "d2lpm_global" else cluster.router
+        assert (weights.input_weight, weights.output_weight) == (0.5, 4.0)
 
 
 def test_the_simulated_cluster_wide_dlpm_takes_the_policy_quantum():
@@ -317,7 +318,7 @@ def test_the_simulated_cluster_wide_dlpm_learns_the_chunk_size_only_of_workers_t
 
     for mixed, expected in ((True, 1024), (False, None)):
         config = SimConfig(num_workers=2, router="d2lpm_global", chunked_prefill_size=1024, enable_mixed_chunk=mixed)
-        assert SimCluster(config, FairOptions()).router.worker_chunk_tokens == expected
+        assert SimCluster(config, FairOptions()).router.options.worker_chunk_tokens == expected
 
 
 def test_decode_statistics_charge_each_token_the_step_it_waited_for():

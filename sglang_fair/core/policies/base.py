@@ -90,6 +90,11 @@ class Policy(ABC):
         """The policy's per-client state for metrics (VTC counter, DLPM deficit)."""
         return None
 
+    def check_refill(self) -> bool:
+        """A deficit policy's CHECKREFILL (DLPM): refill the counters if no queued client may go;
+        whether it did. Policies without deficits never refill."""
+        return False
+
     def settings_changed(self) -> None:
         """``options`` changed at run time (quantum, client weights): re-read what was cached."""
 

@@ -1,0 +1,165 @@
+"""The requests the router holds, and how each client's candidates rank for each worker."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from sglang_fair.core.requests import TrackedRequest
+from sglang_fair.router.radix_index import PACKED_TOKEN_BYTES, Match, RadixIndex, common_prefix_len
+
+PREFIX_KEY_TOKENS = 16  # requests sharing these first tokens likely share a longer prefix
+_KEY_BYTES = PREFIX_KEY_TOKENS * PACKED_TOKEN_BYTES
+
+# (-tokens cached on the worker, tokens lost by going there, arrival seq, request): sorted, the
+# most cached first, then the least lost, then the oldest; the seq is unique, so tuples never
+# compare the requests.
+Ranked = tuple[int, int, int, "HeldRequest"]
+
+
+@dataclass(eq=False)
+class HeldRequest:
+    """A request the router holds, and what the index says of it.
+
+    ``lens``, ``length`` and ``holders`` (``Match.cached_lens``, ``length`` and
+    ``workers``) rank it for placement. Matches shorter than ``PREFIX_KEY_TOKENS``
+    count as none: a shared first token or two saves no prefill worth steering a
+    request away from the least-loaded worker for, and only longer matches are
+    kept current as follows. Dispatches of look-alikes (same first
+    ``PREFIX_KEY_TOKENS`` tokens) update them by their common prefix: what a new
+    lookup would add, for one compare of packed prompts instead of a tree walk.
+    Evictions and the workers' cache reports on its path mark it ``stale``: it is
+    looked up again before it is ranked.
+    """
+
+    tracked: TrackedRequest  # the cluster DLPM's record of it
+    client: str  # as routed
+    tokens: Sequence[int]  # as routed (the index's walks are reused for this object only)
+    max_new: int
+    match: Match  # for the charge at dispatch: reused if the index has not changed since
+    key: int  # hash of the first tokens
+    lens: list[int] = dataclasses.field(default_factory=list)
+    length: int = 0
+    holders: int = 0
+    room: int = -1  # the worker the last placement pass chose for it
+    stale: bool = False
+
+    @property
+    def rid(self) -> str:
+        return self.tracked.rid
+
+    def rank_by(self, match: Match, num_workers: int) -> None:
+        """Take ``match`` (of this prompt, current) as what ranks the request."""
+        self.match, self.stale = match, False
+        self.lens = [n if n >= PREFIX_KEY_TOKENS else 0 for n in match.cached_lens(num_workers)]
+        self.length, self.holders = (match.length, match.workers) if match.length >= PREFIX_KEY_TOKENS else (0, 0)
+
+    def sibling_placed(self, packed: bytes, worker: int) -> bool:
+        """A request sharing this one's first tokens now caches ``packed`` (``pack``) on ``worker``;
+        whether that changed how the request ranks."""
+        common = common_prefix_len(self.match.packed, packed)
+        if common < PREFIX_KEY_TOKENS:
+            return False
+        changed = common > self.lens[worker] or common > self.length
+        if common > self.lens[worker]:
+            self.lens[worker] = common
+        if common > self.length:
+            self.length, self.holders = common, 1 << worker
+        elif common == self.length:
+            self.holders |= 1 << worker
+        return changed
+
+
+def prefix_key(packed: bytes) -> int:
+    """The key of look-alikes: the hash of a packed prompt's first ``PREFIX_KEY_TOKENS`` tokens."""
+    return hash(packed[:_KEY_BYTES])
+
+
+class HeldRequests:
+    """The held requests: per client oldest first, by id, by prefix key; and each client's
+    candidates (its oldest ``candidates`` requests) ranked per worker, kept until one of them
+    changes (``reorder``): a backlog places one freed room at a time, and most clients'
+    candidates are as they were."""
+
+    def __init__(self, num_workers: int, candidates: int) -> None:
+        self.num_workers, self.candidates = num_workers, candidates
+        self.by_client: dict[str, dict[str, HeldRequest]] = {}  # the DLPM's client id -> its requests
+        self.by_rid: dict[str, HeldRequest] = {}
+        self.by_key: dict[int, set[str]] = {}
+        self._ranked: dict[str, dict[int, list[Ranked]]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.by_client)
+
+    def __len__(self) -> int:
+        return len(self.by_rid)
+
+    def add(self, held: HeldRequest) -> None:
+        client = held.tracked.client
+        reqs = self.by_client.setdefault(client, {})
+        reqs[held.rid] = held
+        self.by_rid[held.rid] = held
+        if len(reqs) <= self.candidates:  # one of the client's candidates
+            self.reorder(client)
+        self.by_key.setdefault(held.key, set()).add(held.rid)
+
+    def remove(self, held: HeldRequest) -> None:
+        client = held.tracked.client
+        reqs = self.by_client[client]
+        del reqs[held.rid]
+        if not reqs:
+            del self.by_client[client]
+        del self.by_rid[held.rid]
+        self.reorder(client)
+        same = self.by_key[held.key]
+        same.discard(held.rid)
+        if not same:
+            del self.by_key[held.key]
+
+    def candidates_of(self, reqs: dict[str, HeldRequest], index: RadixIndex) -> Iterator[HeldRequest]:
+        """A client's candidates, each ranked by a current match in ``index``."""
+        n = self.num_workers
+        for held in itertools.islice(reqs.values(), self.candidates):
+            if held.stale:
+                held.rank_by(index.refresh(held.match, touch=False), n)
+            yield held
+
+    def ranked_for(self, client: str, reqs: dict[str, HeldRequest], worker: int, index: RadixIndex) -> list[Ranked]:
+        """``client``'s candidates in placement order for ``worker`` (kept until ``reorder``)."""
+        by_worker = self._ranked.setdefault(client, {})
+        ranked = by_worker.get(worker)
+        if ranked is None:
+            ranked = []
+            for held in self.candidates_of(reqs, index):
+                cached = held.lens[worker]
+                ranked.append((-cached, held.length - cached, held.tracked.seq, held))
+            ranked.sort()
+            by_worker[worker] = ranked
+        return ranked
+
+    def reorder(self, client: str) -> None:
+        """``client``'s candidates or what ranks them changed: rank them again when next asked."""
+        self._ranked.pop(client, None)
+
+    def mark_stale(self, prefixes: set[bytes]) -> None:
+        """Held requests whose prompt starts with one of ``prefixes`` (packed) must be looked up again."""
+        for prefix in prefixes:
+            if len(prefix) == _KEY_BYTES:  # a look-alike family: found by its key
+                for rid in self.by_key.get(hash(prefix), ()):
+                    held = self.by_rid[rid]
+                    held.stale = True
+                    self.reorder(held.tracked.client)
+                continue
+            for held in self.by_rid.values():  # a short path: any held prompt may start with it
+                if held.match.packed.startswith(prefix):
+                    held.stale = True
+                    self.reorder(held.tracked.client)
+
+    def placed(self, key: int, packed: bytes, worker: int) -> None:
+        """A prompt (``packed``, key ``key``) now cached on ``worker``: its held look-alikes may match longer there."""
+        for rid in self.by_key.get(key, ()):
+            held = self.by_rid[rid]
+            if held.sibling_placed(packed, worker):
+                self.reorder(held.tracked.client)

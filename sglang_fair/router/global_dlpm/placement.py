@@ -1,0 +1,87 @@
+"""One placement pass: the order DLPM's walk reads the candidates in, each for its best open room,
+and the first candidate it yields that no locality rule leaves for another worker or a later batch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from sglang_fair.core.requests import TrackedRequest
+from sglang_fair.router.global_dlpm.held import HeldRequest, HeldRequests, Ranked
+from sglang_fair.router.global_dlpm.locality import LocalityPass, LocalityRules, OverShare
+from sglang_fair.router.global_dlpm.order import InOrder
+from sglang_fair.router.global_dlpm.prefill_waits import Prompt, PrefillWaits, shares_prompt
+from sglang_fair.router.lanes import LaneView
+from sglang_fair.router.radix_index import RadixIndex
+
+Clients = list[tuple[str, dict[str, HeldRequest]]]  # the clients that may go, with their held requests
+
+
+@dataclass
+class PlacementPass:
+    rooms: list[int]  # the workers with room in their local queue (or the place kept for newcomers)
+    held: HeldRequests
+    index: RadixIndex
+    locality: LocalityRules
+    waits: PrefillWaits
+    over_share: OverShare
+    lanes: LaneView | None  # None: no lanes
+    bound: dict[int, Iterable[Prompt]] = field(init=False)  # rooms prefilling a long prompt
+
+    def __post_init__(self) -> None:
+        self.bound = self.waits.bound(self.rooms)
+
+    def order(self, clients: Clients) -> InOrder:
+        if len(self.rooms) == 1 and not self.bound and self.lanes is None:
+            # A backlog is placed one freed room at a time: every candidate's room is that one, and
+            # each client's candidates are ranked for it already unless one of them changed.
+            room = self.rooms[0]
+            return InOrder.merged((self.held.ranked_for(c, reqs, room, self.index) for c, reqs in clients), room)
+        return InOrder.of(list(self._ranked(clients)))
+
+    def _ranked(self, clients: Clients) -> Iterator[Ranked]:
+        """Each candidate ranked for its best room among those it may take."""
+        rooms, bound, lanes, locality = self.rooms, self.bound, self.lanes, self.locality
+        for client, reqs in clients:
+            for held in self.held.candidates_of(reqs, self.index):
+                open_rooms = rooms
+                if bound:
+                    open_rooms = [w for w in rooms if w not in bound or shares_prompt(held, bound[w])]
+                if lanes is not None and open_rooms:
+                    open_rooms = lanes.rooms_for(client, len(held.tokens) + held.max_new, open_rooms)
+                if not open_rooms:
+                    continue
+                best = open_rooms[0]
+                if len(open_rooms) > 1:
+                    best = locality.best_room(held, open_rooms)
+                    # Preble's rebalance, never for a client over its share: its cache room is as
+                    # free to it as the lighter one (asked only when the rule would move it).
+                    lighter = locality.rebalanced(held, best, open_rooms)
+                    if lighter != best and client not in self.over_share:
+                        best = lighter
+                held.room = best
+                cached = held.lens[best]
+                yield -cached, held.length - cached, held.tracked.seq, held
+
+    def first(self, walk: Iterator[TrackedRequest]) -> HeldRequest | None:
+        """The first of DLPM's candidates (``walk``) that no rule passes over."""
+        by_rid, lanes, locality = self.held.by_rid, self.lanes, self.locality
+        rules = LocalityPass(locality) if lanes is None else None
+        fallback = None
+        for tracked in walk:
+            held = by_rid[tracked.rid]
+            if rules is not None:
+                passed_over, holders = rules.passed_over(held)
+                if passed_over:
+                    continue
+            else:
+                holders = lanes.holders_for(tracked.client, locality.live_holders(held, held.room))
+                if locality.belongs_elsewhere(held, held.room, holders) or self.waits.shares_pending(held, held.room):
+                    continue
+            # A client over its share would recompute here what another worker caches: another
+            # candidate takes the room if one may (else this one: no room idles for it).
+            if holders and tracked.client in self.over_share:
+                fallback = fallback or held
+                continue
+            return held
+        return fallback
