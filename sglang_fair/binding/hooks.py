@@ -48,8 +48,8 @@ def hook_table() -> list[Hook]:
     from sglang_fair.binding.controller import router_binding
     from sglang_fair.binding.http import (admin_routes, client_keys, fair_options, health, identity, router_options,
                                           server_info, state_deadline, throttle_response, validation)
-    from sglang_fair.binding.scheduler import (accounting, admin_settings, admission_gate, prefill_adder, rank_clock,
-                                               router_reports)
+    from sglang_fair.binding.scheduler import (admin_settings, admission_gate, arrival_throttle, charging,
+                                               prefill_adder, rank_clock, router_reports)
     from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
 
     after, before, around, replace = HookType.AFTER, HookType.BEFORE, HookType.AROUND, HookType.REPLACE
@@ -66,7 +66,7 @@ def hook_table() -> list[Hook]:
         router_process = [Hook("sglang.srt.entrypoints.engine.Engine._launch_scheduler_processes",
                                router_binding.controller_process_loads_plugins, around, "router")]
     else:
-        adder = Hook(f"{_SCHEDULER}.get_prefill_adder_class", accounting.fair_prefill_adder, after, s,
+        adder = Hook(f"{_SCHEDULER}.get_prefill_adder_class", prefill_adder.fair_prefill_adder, after, s,
                      f"{_SCHEDULER}.get_prefill_adder_class")
         generate = Hook(f"{_HTTP}.serve_generate_request", identity.client_from_generate_headers, before, s,
                         f"{_HTTP}.serve_generate_request")
@@ -79,16 +79,16 @@ def hook_table() -> list[Hook]:
         Hook(f"{_SERVER_ARGS}.from_cli_args", fair_options.capture_options, after, s, f"{_SERVER_ARGS}.from_cli_args"),
         Hook("sglang.srt.managers.schedule_policy.SchedulePolicy", FairSchedulePolicy, replace, s,
              f"{_SCHEDULER}.init_schedule_policy"),
-        Hook(f"{_SCHEDULER}._add_request_to_queue", accounting.note_queued, after, s,
+        Hook(f"{_SCHEDULER}._add_request_to_queue", charging.note_queued, after, s,
              f"{_SCHEDULER}._add_request_to_queue"),
         adder,
         # A patched SGLang reaches the walk through the same two classes; this wrap stays a hook there too.
         Hook(f"{_SCHEDULER}._get_new_batch_prefill_raw", admission_gate.gate_prefill_admission, around, s),
-        Hook(f"{_SCHEDULER}.process_batch_result", accounting.charge_outputs, after, s,
+        Hook(f"{_SCHEDULER}.process_batch_result", charging.charge_outputs, after, s,
              f"{_SCHEDULER}.process_batch_result"),
-        Hook(f"{_SCHEDULER}.abort_request", accounting.note_aborts, after, s, f"{_SCHEDULER}.abort_request"),
-        Hook(f"{_SCHEDULER}.on_idle", accounting.refresh_when_idle, before, s),
-        Hook(f"{_SCHEDULER}._abort_on_queued_limit", accounting.throttle_arrivals, around, s,
+        Hook(f"{_SCHEDULER}.abort_request", charging.note_aborts, after, s, f"{_SCHEDULER}.abort_request"),
+        Hook(f"{_SCHEDULER}.on_idle", charging.refresh_when_idle, before, s),
+        Hook(f"{_SCHEDULER}._abort_on_queued_limit", arrival_throttle.throttle_arrivals, around, s,
              f"{_SCHEDULER}._abort_on_queued_limit"),
         Hook(f"{_TOKENIZER}._handle_abort_finish_reason", throttle_response.retry_after_header, around, s,
              f"{_TOKENIZER}._handle_abort_finish_reason"),

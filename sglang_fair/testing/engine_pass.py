@@ -10,9 +10,10 @@ sglang-fair hooks install in a live server. Needs SGLang's runtime context
 
 from __future__ import annotations
 
-import functools
+import contextlib
 from array import array
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 
 def publish_test_runtime() -> None:
@@ -66,21 +67,24 @@ def enqueue(policy, reqs) -> None:
 
 
 def admission_pass(policy, tree, alloc, queue: list, rem_input_tokens: int, rem_chunk_tokens: int | None = None) -> list:
-    """Order ``queue`` and admit from it as the stock loop does; returns the admitted reqs."""
+    """Order ``queue`` and admit from it as the stock loop does; returns the admitted reqs.
+
+    A fair policy's pass is opened on it as the admission gate does, and the adder
+    built through the factory SGLang's ``get_prefill_adder_class`` hook returns."""
     from sglang.srt.managers.schedule_batch import ScheduleBatch
     from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder
 
-    from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
+    from sglang_fair.binding.scheduler.admission_pass import AdmissionPass
+    from sglang_fair.binding.scheduler.prefill_adder import fair_prefill_adder
     from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
 
     fair = isinstance(policy, FairSchedulePolicy)
-    adder_cls = functools.partial(FairPrefillAdder, fair_policy=policy) if fair else PrefillAdder
-    policy.calc_priority(queue)  # a gated policy's walk starts here, on this list
-    adder = adder_cls(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, rem_input_tokens, rem_chunk_tokens)
-    for req in queue:
-        req.init_next_round_input(tree)
-        if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
-            break
-    if fair:
-        policy.walk = None
+    with policy.admitting(AdmissionPass()) if fair else contextlib.nullcontext():
+        policy.calc_priority(queue)  # a gated policy's walk starts here, on this list
+        adder_cls = fair_prefill_adder(PrefillAdder, SimpleNamespace(policy=policy))
+        adder = adder_cls(1, tree, alloc, ScheduleBatch(reqs=[]), 0.5, rem_input_tokens, rem_chunk_tokens)
+        for req in queue:
+            req.init_next_round_input(tree)
+            if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
+                break
     return list(adder.can_run_list)

@@ -32,7 +32,7 @@ def test_unapplied_names_a_target_sglang_did_not_wrap(sglang_runtime):
     from sglang.srt.plugins.hook_registry import HookType
 
     from sglang_fair.binding.common.applied_hooks import Hook, unapplied
-    from sglang_fair.binding.scheduler.accounting import note_queued
+    from sglang_fair.binding.scheduler.charging import note_queued
 
     stray = Hook("sglang.srt.managers.scheduler.Scheduler.get_next_batch_to_run", note_queued, HookType.AFTER,
                  "scheduler")

@@ -1,7 +1,7 @@
 """A throttled request's 429 keeps its ``Retry-After`` on the way out of the HTTP server.
 
 The scheduler refuses a request FairServe throttles with status 429 and the
-seconds to wait (``scheduler/accounting.py``, ``throttle_arrivals``); SGLang's
+seconds to wait (``scheduler/arrival_throttle.py``, ``throttle_arrivals``); SGLang's
 HTTP side would answer it without the header. Hooks (``binding/hooks.py``):
 
 * ``retry_after_header`` AROUND ``TokenizerManager._handle_abort_finish_reason``;

@@ -5,11 +5,13 @@ starts it and ``FairPrefillAdder.add_one_req`` follows it
 (``admission_walk.py``). Around each pass this gate:
 
 * brings the tracked queue in line with SGLang's (``reconcile_queue``);
-* with ``--fair-isolation``, names the pass's starved clients and, when the
-  pass starts with a full batch, preempts room for them first
-  (``isolation.make_room``);
-* on SGLang 0.5.21, whose loop builds the adder by the class name
-  ``PrefillAdder``, lends that adder the pass's policy (``pass_policy``);
+* creates the pass's ``AdmissionPass`` (``admission_pass.py``): with
+  ``--fair-isolation``, the pass's starved clients, and whether it may
+  preempt for them; when the pass starts with a full batch it preempts room
+  for them first (``isolation.make_room``);
+* holds the pass open on the scheduler's policy while SGLang runs it, for
+  ``calc_priority`` (which starts the walk in it) and the adder (built with
+  it), and closes it when SGLang returns or raises;
 * after the pass, checks that every request SGLang put in the new batch went
   through the fair adder, and restores the waiting queue's order (the walk
   moved its candidates forward; the ones not admitted go back).
@@ -20,15 +22,11 @@ A request admitted past the fair adder stops the scheduler
 
 from __future__ import annotations
 
-import contextvars
-
 from sglang_fair.binding.scheduler import isolation
+from sglang_fair.binding.scheduler.admission_pass import AdmissionPass
 from sglang_fair.binding.scheduler.admission_walk import bypassed
 from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy, fair_policy
 from sglang_fair.core.requests import RequestState
-
-# The fair policy of the admission pass in progress (its scheduler's), for adders SGLang builds by class name.
-_PASS_POLICY: contextvars.ContextVar = contextvars.ContextVar("sglang_fair_pass_policy", default=None)
 
 
 def gate_prefill_admission(original, scheduler, *args, **kwargs):
@@ -36,37 +34,26 @@ def gate_prefill_admission(original, scheduler, *args, **kwargs):
     if fair is None:
         return original(scheduler, *args, **kwargs)
     fair.reconcile_queue(scheduler.waiting_queue)
-    token = _PASS_POLICY.set(fair)
-    try:
-        if not fair.gated:
-            return original(scheduler, *args, **kwargs)
-        return _gated_pass(original, fair, scheduler, *args, **kwargs)
-    finally:
-        _PASS_POLICY.reset(token)
-
-
-def _gated_pass(original, fair: FairSchedulePolicy, scheduler, *args, **kwargs):
     running_batch = _running_batch(args, kwargs)
-    fair.isolating = isolation.starved_clients(fair, running_batch)
-    fair.preempting = bool(fair.isolating) and isolation.batch_full(scheduler, running_batch)
-    if fair.preempting:
-        isolation.make_room(scheduler, fair, running_batch)
-    fair.walk = None
-    try:
+    # SGLang's own policies (accounting only) get a pass too: their adder charges what it admits.
+    admission = _new_pass(fair, scheduler, running_batch) if fair.gated else AdmissionPass()
+    with fair.admitting(admission):
+        if admission.preempting:
+            isolation.make_room(scheduler, fair, running_batch, admission.starved)
         result = original(scheduler, *args, **kwargs)
-        walk = fair.walk  # None when SGLang returned before sorting the queue
-    finally:
-        fair.walk = None
-        fair.isolating, fair.preempting = set(), False
-    _check_admitted(fair, result)
-    if walk is not None:
-        walk.restore_order(scheduler.waiting_queue)
+        walk = admission.walk  # None when SGLang returned before sorting the queue
+    if fair.gated:
+        _check_admitted(fair, result)
+        if walk is not None:
+            walk.restore_order(scheduler.waiting_queue)
     return result
 
 
-def pass_policy() -> FairSchedulePolicy | None:
-    """The fair policy of the admission pass in progress, or None outside one."""
-    return _PASS_POLICY.get()
+def _new_pass(fair: FairSchedulePolicy, scheduler, running_batch) -> AdmissionPass:
+    """A gated policy's pass: latency isolation's starved clients, and whether it starts full."""
+    starved = isolation.starved_clients(fair, running_batch)
+    return AdmissionPass(starved=starved,
+                         preempting=bool(starved) and isolation.batch_full(scheduler, running_batch))
 
 
 def _check_admitted(fair: FairSchedulePolicy, result) -> None:

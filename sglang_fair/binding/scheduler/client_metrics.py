@@ -39,10 +39,17 @@ clients (``SGLANG_FAIR_METRICS_MAX_CLIENTS``, default 1,000 per rank) get
 series of their own, those with requests in the scheduler first, then by
 service; the others are summed under ``client="~other"`` (no policy
 counter), a label no client id can take.
+
+Which rank exports is decided once, at its first refresh
+(``ClientMetricsExport``): the first tensor-parallel rank of each worker,
+when SGLang's metrics are on and share a Prometheus directory with the HTTP
+server (Ray actors get none).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 
 from sglang_fair.binding.common.metrics_files import FILE_KINDS, SeriesFile
@@ -69,6 +76,32 @@ _BUCKET_LABELS = [repr(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]
 OVERFLOW_CLIENT = "~other"  # normalized ids are [A-Za-z0-9._@-] or "~" + 16 hex digits
 
 Value = float | LatencyHistogram
+
+
+class ClientMetricsExport:
+    """A rank's per-client series: refreshed through its exporter, if it has one.
+
+    Decided at the first refresh, not at construction: SGLang's runtime context
+    (metrics on, the rank's place) is published by then.
+    """
+
+    @functools.cached_property
+    def exporter(self) -> ClientMetrics | None:
+        from sglang.srt.runtime_context import get_observability, get_parallel
+
+        parallel = get_parallel()
+        # Ray actors get no Prometheus directory shared with the HTTP server: nothing to export to.
+        # Tensor-parallel ranks hold the same state: the first one exports it for its worker.
+        if (get_observability().enable_metrics and os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                and getattr(parallel, "tp_rank", 0) == 0):
+            return ClientMetrics(parallel.dp_rank)
+        return None
+
+    def refresh(self, fair_policy) -> None:
+        """Rewrite the series from ``fair_policy`` (at most once a second), where this rank exports."""
+        exporter = self.exporter
+        if exporter is not None:
+            exporter.maybe_update(fair_policy)
 
 
 class ClientMetrics:

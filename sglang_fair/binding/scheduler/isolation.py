@@ -3,7 +3,8 @@
 With ``--fair-isolation``, a pass that has starved clients (``core/isolation.py``)
 walks their requests first. When that pass starts with a full batch, SGLang's
 admission would return before building an adder, so ``make_room`` (called by
-the admission gate just before ``Scheduler._get_new_batch_prefill_raw``)
+the admission gate just before ``Scheduler._get_new_batch_prefill_raw``, with
+the pass's starved clients: ``admission_pass.AdmissionPass``)
 preempts, for each starved client the policy would admit now, the core's
 victim: KV freed (``ScheduleBatch.release_req``), the batch filtered, the
 request requeued through ``Scheduler._add_request_to_queue``, as
@@ -15,10 +16,12 @@ a time, from inside the pass (``preempt_one``, called by ``FairPrefillAdder``).
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
 
 
-def starved_clients(fair: FairSchedulePolicy, running_batch) -> set[str]:
+def starved_clients(fair: FairSchedulePolicy, running_batch) -> Set[str]:
     """Clients this pass offers room first (the core's starved clients; empty
     without isolation or with nothing running)."""
     isolation = fair.fair.isolation
@@ -33,12 +36,12 @@ def batch_full(scheduler, running_batch) -> bool:
         len(running_batch.reqs), running_batch=running_batch) <= 0
 
 
-def make_room(scheduler, fair: FairSchedulePolicy, running_batch) -> int:
-    """Before a pass that starts full: one victim preempted for each starved client whose
+def make_room(scheduler, fair: FairSchedulePolicy, running_batch, starved: Set[str]) -> int:
+    """Before a pass that starts full: one victim preempted for each ``starved`` client whose
     request the policy's walk offers now. Returns how many were preempted."""
-    starved = [tracked for tracked in map(fair.track, scheduler.waiting_queue) if tracked.client in fair.isolating]
+    waiting = [tracked for tracked in map(fair.track, scheduler.waiting_queue) if tracked.client in starved]
     first: dict[str, object] = {}
-    for tracked in fair.fair.walk(starved):  # nothing is admitted: each starved request is offered once
+    for tracked in fair.fair.walk(waiting):  # nothing is admitted: each starved request is offered once
         first.setdefault(tracked.client, tracked)
     preempted = 0
     for candidate in first.values():

@@ -5,16 +5,24 @@ Installed as a class REPLACE of
 ``Scheduler.init_schedule_policy``). For a policy of ours (vtc, dlpm, ...) it
 lets SGLang do what it already does well, prefix matching and the LPM sort
 (``calc_priority`` with ``lpm`` for cache-aware policies, ``fcfs`` otherwise),
-and keeps the fairness state: a ``FairScheduler`` that every scheduler hook
-(``accounting``) feeds. For SGLang's own policies (lpm, fcfs, ...) the
-order and admission stay stock; the FairScheduler only accounts, so per-client
-metrics are comparable across policies.
+and keeps the fairness state: a ``FairScheduler`` that the scheduler hooks
+(``charging``, ``arrival_throttle``, ``prefill_adder``) feed. For SGLang's own
+policies (lpm, fcfs, ...) the order and admission stay stock; the
+FairScheduler only accounts, so per-client metrics are comparable across
+policies.
+
+During an admission pass the policy holds the gate's ``AdmissionPass``
+(``admitting``): SGLang calls ``calc_priority`` and builds the adder inside
+the pass with no argument that could carry it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+import weakref
+from collections.abc import Iterator, Set
 
 from sglang.srt.managers import schedule_policy as _stock_module
 from sglang.srt.managers.schedule_policy import SchedulePolicy as _StockSchedulePolicy
@@ -26,13 +34,20 @@ from sglang_fair.binding.common.request_identity import decode_identity
 from sglang_fair.binding.common.settings import fair_policy_names
 from sglang_fair.binding.common.sglang_fields import cached_prefix_len
 from sglang_fair.binding.common.version import installed_sglang
+from sglang_fair.binding.scheduler.admission_log import AdmissionLog
+from sglang_fair.binding.scheduler.admission_pass import AdmissionPass
 from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed, AdmissionWalk
+from sglang_fair.binding.scheduler.client_metrics import ClientMetricsExport
 from sglang_fair.binding.scheduler.rank_clock import shared_clock
 from sglang_fair.core.fair_scheduler import FairScheduler
 from sglang_fair.core.policies import POLICIES
 from sglang_fair.core.requests import RequestState, TrackedRequest
 
 logger = logging.getLogger(__name__)
+
+# Each policy by the tree cache it sorts for (one scheduler: one cache, one policy). SGLang 0.5.21
+# builds its adder by class name from that cache and nothing else of the scheduler's (policy_of_cache).
+_POLICY_OF_CACHE: weakref.WeakValueDictionary[int, FairSchedulePolicy] = weakref.WeakValueDictionary()
 
 
 class FairSchedulePolicy(_StockSchedulePolicy):
@@ -51,19 +66,14 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         # Tensor-parallel ranks must agree, so they read one clock, rank 0's (rank_clock.py).
         self.stamp_clock = shared_clock()
         self.fair = FairScheduler(options, clock=self.stamp_clock or time.monotonic)
-        # Latency isolation, set for one admission pass: the starved clients it
-        # offers room first, and whether it may preempt for them (it started full).
-        self.isolating: set[str] = set()
-        self.preempting = False
-        # The walk of the admission pass in progress (admission_walk.py), started by calc_priority.
-        self.walk: AdmissionWalk | None = None
+        self._admission: AdmissionPass | None = None  # the pass in progress (admitting)
         patched = getattr(_stock_module, "SGLANG_FAIR_BUILTIN", False)  # built from patches/
         if self.gated and not patched:
             _check_binding()
+        _POLICY_OF_CACHE[id(tree_cache)] = self
         self._next_idle_sweep = 0.0
-        self.logged_admissions = 0  # what the idle log line last reported (accounting._log_admissions)
-        # The per-client Prometheus exporter (accounting._client_metrics): False until decided, None for none.
-        self.client_metrics = False
+        self.admission_log = AdmissionLog()  # the rank's admission digest, logged when idle (charging)
+        self.client_metrics = ClientMetricsExport()  # this rank's per-client series, if it exports them
         logger.info(
             "sglang-fair: schedule policy %s (%s), quantum=%s, weights in=%s out=%s, cost=%s, isolation=%s, via %s",
             policy,
@@ -76,7 +86,25 @@ class FairSchedulePolicy(_StockSchedulePolicy):
             "the patched SGLang source (patches/)" if patched else "the plugin's hooks",
         )
 
-    # -- request tracking (called from accounting) --------------------------
+    # -- the admission pass in progress (admission_gate) ----------------------
+    @property
+    def admission(self) -> AdmissionPass | None:
+        """The admission pass in progress, or None outside one."""
+        return self._admission
+
+    @contextlib.contextmanager
+    def admitting(self, admission: AdmissionPass) -> Iterator[AdmissionPass]:
+        """Hold ``admission`` as the pass in progress while SGLang runs it: SGLang calls
+        ``calc_priority`` and builds the adder with no way to hand them the pass. Closed
+        on the way out, also when the pass raises."""
+        self._admission = admission
+        try:
+            yield admission
+        finally:
+            self._admission = None
+            admission.close()
+
+    # -- request tracking (called from the scheduler hooks) --------------------
     def track(self, req) -> TrackedRequest:
         """The tracked view of an SGLang ``Req``; registers it on first sight."""
         tracked = self.fair.requests.get(req.rid)
@@ -171,14 +199,20 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         SGLang's admission loop, which follows, reads the policy's candidates from the queue."""
         result = super().calc_priority(waiting_queue, *args, **kwargs)
         if self.gated:
+            admission = self._admission
             sorted_queue = list(waiting_queue)  # the walk moves candidates in the queue, not in this copy
-            self.walk = AdmissionWalk(waiting_queue, sorted_queue, self.admission_order(sorted_queue))
+            starved = admission.starved if admission is not None else frozenset()
+            walk = AdmissionWalk(waiting_queue, sorted_queue, self.admission_order(sorted_queue, starved))
+            # Outside a pass (SGLang's PD-decode and dLLM loops sort the queue themselves) the walk
+            # still puts the policy's first candidate first; no fair adder follows it there.
+            if admission is not None:
+                admission.walk = walk
         return result
 
-    def admission_order(self, sorted_queue: list):
+    def admission_order(self, sorted_queue: list, starved: Set[str] = frozenset()):
         """Candidates for this pass, as SGLang ``Req`` objects, from the core policy's walk
-        (the starved clients' first, in an isolation pass)."""
-        for candidate in self.fair.walk(_TrackedView(sorted_queue, self.track), self.isolating):
+        (the ``starved`` clients' first, in an isolation pass)."""
+        for candidate in self.fair.walk(_TrackedView(sorted_queue, self.track), starved):
             yield candidate.payload
 
 
@@ -186,6 +220,13 @@ def fair_policy(scheduler) -> FairSchedulePolicy | None:
     """The scheduler's policy when it is ours (sglang-fair built in or hooked), else None."""
     policy = getattr(scheduler, "policy", None)
     return policy if isinstance(policy, FairSchedulePolicy) else None
+
+
+def policy_of_cache(tree_cache) -> FairSchedulePolicy | None:
+    """The fair policy built with ``tree_cache`` (the scheduler's ``tree_cache``), else None."""
+    policy = _POLICY_OF_CACHE.get(id(tree_cache))
+    # An id outlives its object: only the policy still holding this very cache is its own.
+    return policy if policy is not None and policy.tree_cache is tree_cache else None
 
 
 def _check_binding() -> None:
