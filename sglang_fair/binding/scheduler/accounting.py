@@ -38,6 +38,7 @@ from http import HTTPStatus
 
 from sglang.srt.managers.schedule_policy import PrefillAdder
 
+from sglang_fair.binding.common import sglang_private
 from sglang_fair.binding.common.version import installed_sglang, sends_aborts_inline
 from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed
 from sglang_fair.binding.scheduler.client_metrics import ClientMetrics
@@ -58,7 +59,7 @@ def note_queued(result, scheduler, req, *args, **kwargs):
         except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the scheduler
             queue.pop()
             _fail_request(scheduler, fair, req, exc)
-            scheduler._release_aborted_request(req)
+            sglang_private.release_aborted_request(scheduler, req)
     return result
 
 
