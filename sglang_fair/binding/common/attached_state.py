@@ -5,7 +5,7 @@
   keeps hangs off it.
 * ``Req`` and ``DataParallelController`` carry ``ATTRIBUTE``: a request what
   its worker has told the router of it (``router_reports.ReportedToRouter``),
-  the controller its ``RouterBinding``.
+  the controller its ``RouterBinding`` (``controller/controller_binding.py``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 
+from sglang_fair.binding.common import sglang_private
+
 logger = logging.getLogger(__name__)
 
 BIND_ENV = "SGLANG_CPU_OMP_THREADS_BIND"
@@ -84,9 +86,7 @@ def pin_rank_threads(original: Callable, *, local_omp_cpuid: str | None, **kwarg
     called once per rank with the rank's group): where SGLang binds no threads itself (no AMX,
     not arm64) and a binding was given, hold this rank to its cores."""
     original(local_omp_cpuid=local_omp_cpuid, **kwargs)
-    from sglang.srt.distributed import bootstrap
-
-    sglang_binds = bootstrap._is_cpu_amx_available or bootstrap._is_cpu_arm64
+    sglang_binds = sglang_private.sglang_binds_cpu_threads()
     if os.environ.get(BIND_ENV) and local_omp_cpuid and not sglang_binds:
         pin_process(parse_cpu_list(str(local_omp_cpuid)))
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import zmq
 
+from sglang_fair.binding.common import sglang_private
+
 logger = logging.getLogger(__name__)
 
 WAIT_STEP_MS = 100
@@ -81,6 +83,6 @@ class WorkerSocket:
 
 def guard_worker_sockets(controller, is_dead: Callable[[int], bool]) -> list[WorkerSocket | None]:
     """Wrap each of ``controller.workers`` in place (None stays: a slot this node does not feed)."""
-    controller.workers[:] = [None if sock is None else WorkerSocket(rank, sock, is_dead)
-                             for rank, sock in enumerate(controller.workers)]
-    return controller.workers
+    guarded = [None if sock is None else WorkerSocket(rank, sock, is_dead)
+               for rank, sock in enumerate(controller.workers)]
+    return sglang_private.replace_worker_sockets(controller, guarded)

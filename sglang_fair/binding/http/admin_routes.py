@@ -31,7 +31,7 @@ Hook: ``install_admin_routes`` BEFORE ``http_server.launch_server`` (and
 # ``Request`` annotation as the class, and it is imported inside a function.
 from http import HTTPStatus
 
-from sglang_fair.binding.common import worker_status
+from sglang_fair.binding.common import sglang_private, worker_status
 from sglang_fair.binding.common.rank_answers import NO_ANSWER
 from sglang_fair.binding.common.settings import ADMIN_SETTINGS_KEY
 from sglang_fair.core import SettingsUpdate
@@ -56,8 +56,7 @@ def install_admin_routes(*args, **kwargs) -> None:
         http_server.app.add_api_route(ROUTE, admin_api_off, methods=["GET", "POST", "PUT"])
         return None
 
-    def manager():
-        return http_server._global_state.tokenizer_manager
+    manager = sglang_private.global_tokenizer_manager
 
     async def current() -> tuple[list, list[int]]:
         """Each data-parallel rank's fair settings, in rank order (None for a dead worker's or one

@@ -13,7 +13,7 @@ healthy. The controller writes the workers' liveness to a small file
 * ``/server_info`` (and ``/get_server_info``): the ``fair_router`` section
   gains ``workers: {"alive": [...], "dead": [...]}`` (``server_info.py``).
   SGLang's handler waits for every worker's live state; the controller
-  answers for a dead worker (``controller/router_binding.py``), so the
+  answers for a dead worker (``controller/dead_rank_answers.py``), so the
   survivors' states come back with ``{"dp_rank": r, "dead_worker": true}``
   in the dead one's place.
 

@@ -12,7 +12,8 @@ Hooks (listed in ``binding/hooks.py``):
   (``settings.RouterSettings``).
 
 ``/server_info`` shows what this configured (``server_info.py``); the
-controller swaps the dispatch (``controller/router_binding.py``).
+controller swaps the dispatch (``controller/router_binding.py``'s hooks,
+``controller/dispatch.py``).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import logging
 import time
 from typing import Any
 
-from sglang_fair.binding.common import settings, worker_status
+from sglang_fair.binding.common import settings, sglang_private, worker_status
 from sglang_fair.binding.common.rank_answers import NO_ANSWER, failed_answer
 
 logger = logging.getLogger(__name__)
@@ -47,10 +47,10 @@ def answer_state_calls_in_time(result: Any, manager: Any, *args: Any, **kwargs: 
                "set_internal_state": io_struct.SetInternalStateReqOutput,
                "flush_cache": io_struct.FlushCacheReqOutput}
     for name in BOUNDED:
-        attribute = f"{name}_communicator"
-        inner = getattr(manager, attribute, None)
+        inner = sglang_private.communicator(manager, name)
         if inner is not None and not isinstance(inner, BoundedCall):
-            setattr(manager, attribute, BoundedCall(inner, name, answers[name], settings.state_deadline_s()))
+            sglang_private.replace_communicator(manager, name, BoundedCall(inner, name, answers[name],
+                                                                           settings.state_deadline_s()))
     return result
 
 
@@ -91,26 +91,25 @@ class BoundedCall:
     async def drain_owed(self, timeout_s: float) -> None:
         """Take the owed answers as they come, with no call in flight, for at most ``timeout_s``."""
         inner = self.inner
-        async with inner._queueing_lock:  # no call of the kind starts meanwhile
+        async with sglang_private.queueing_lock(inner):  # no call of the kind starts meanwhile
             if self.owed <= 0:
                 return
             collected: list = []
             event = asyncio.Event()
-            inner._result_event, inner._result_values, inner._result_fan_out = event, collected, self.owed
+            sglang_private.set_call_in_flight(inner, event, collected, self.owed)
             try:
                 await asyncio.wait_for(event.wait(), timeout_s)
             except asyncio.TimeoutError:
                 pass
             finally:
-                inner._result_event = inner._result_values = inner._result_fan_out = None
+                sglang_private.set_call_in_flight(inner, None, None, None)
             self.owed -= len(collected)
             if self.owed > 0 and (worker_status.read_workers() or {}).get("dead"):
                 self.owed = 0  # the controller answered for the dead rank's latest; nothing more will come
 
     def end_if_overdue(self, now: float) -> bool:
         """End the call in flight if it has waited ``deadline_s``; whether it was ended."""
-        inner = self.inner
-        event, values, fan_out = inner._result_event, inner._result_values, inner._result_fan_out
+        event, values, fan_out = sglang_private.call_in_flight(self.inner)
         if event is None or values is None or fan_out is None or event.is_set():
             self._waiting = None
             return False

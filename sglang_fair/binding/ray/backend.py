@@ -39,7 +39,7 @@ from __future__ import annotations
 import copy
 import logging
 
-from sglang_fair.binding.common import settings
+from sglang_fair.binding.common import settings, sglang_private
 from sglang_fair.binding.common.router_channels import FAIR_METHODS, LOOPBACK, reserve_feedback_endpoint, router_host
 from sglang_fair.binding.common.sglang_fields import data_parallel
 
@@ -183,9 +183,7 @@ def launch_on_unpublished_copy(original, cls, server_args, *args, **kwargs):
         published = None
     if published is server_args:
         server_args = copy.copy(server_args)
-        stash = getattr(server_args, "_resolved_overrides", None)
-        if stash is not None:
-            server_args._resolved_overrides = list(stash)  # declarations land on the copy only
+        sglang_private.unshare_resolved_overrides(server_args)  # declarations land on the copy only
     return original(cls, server_args, *args, **kwargs)
 
 

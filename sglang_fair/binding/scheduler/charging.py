@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
+from sglang_fair.binding.common import sglang_private
 from sglang_fair.binding.scheduler.refusals import fail_request
 from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy, fair_policy
 
@@ -43,7 +44,7 @@ def note_queued(result, scheduler, req, *args, **kwargs):
         except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the scheduler
             queue.pop()
             fail_request(scheduler, fair, req, exc)
-            scheduler._release_aborted_request(req)
+            sglang_private.release_aborted_request(scheduler, req)
     return result
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
+from sglang_fair.binding.common import sglang_private
 from sglang_fair.binding.scheduler.schedule_policy import FairSchedulePolicy
 
 
@@ -50,10 +51,10 @@ def make_room(scheduler, fair: FairSchedulePolicy, running_batch, starved: Set[s
             continue
         _release(running_batch, victim)
         fair.fair.preempt(fair.fair.requests[victim.rid])
-        scheduler._add_request_to_queue(victim)
+        sglang_private.add_request_to_queue(scheduler, victim)
         preempted += 1
     if preempted:
-        running_batch.batch_is_full = False
+        sglang_private.mark_batch_not_full(running_batch)
     return preempted
 
 
@@ -67,7 +68,7 @@ def preempt_one(adder, fair: FairSchedulePolicy, req) -> bool:
     if victim is None:
         return False
     # As PrefillAdder.preempt_to_schedule: drop its reserved decode budget; SGLang requeues preempt_list.
-    adder.memory_budget.total_offset -= adder._get_running_request_total_token_offset(victim)
+    sglang_private.give_back_decode_budget(adder, victim)
     _release(batch, victim)
     adder.preempt_list.append(victim)
     fair.fair.preempt(fair.fair.requests[victim.rid])

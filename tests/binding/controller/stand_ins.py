@@ -10,7 +10,7 @@ import types
 
 import zmq
 
-from sglang_fair.binding.controller import router_binding as dpc
+from sglang_fair.binding.controller.controller_binding import RouterBinding
 from tests.support.inproc import fresh_inproc
 
 
@@ -41,17 +41,17 @@ class FakeController:
                 worker.send_pyobj(message)
 
 
-def make_binding(router, controller_class: type[FakeController] = FakeController) -> dpc.RouterBinding:
+def make_binding(router, controller_class: type[FakeController] = FakeController) -> RouterBinding:
     """A RouterBinding for ``router`` on a stand-in controller of as many workers, whose answers to
     the tokenizer arrive on ``binding.tokenizer_sink``; close it with ``binding.close()``."""
     context = zmq.Context.instance()
-    binding = dpc.RouterBinding(router, context, context.socket(zmq.PULL), [])
-    binding.controller = controller_class(context, router.num_workers)
+    binding = RouterBinding(router, context, context.socket(zmq.PULL), [])
     sink = context.socket(zmq.PULL)
     address = fresh_inproc("tokenizer")
     sink.bind(address)
-    binding.to_tokenizer = context.socket(zmq.PUSH)
-    binding.to_tokenizer.connect(address)
+    to_tokenizer = context.socket(zmq.PUSH)
+    to_tokenizer.connect(address)
+    binding.bind(controller_class(context, router.num_workers), to_tokenizer)
     binding.tokenizer_sink = sink
     return binding
 

@@ -20,7 +20,7 @@ pytest.importorskip("sglang.srt.managers.data_parallel_controller")
 
 from sglang.srt.managers.io_struct import AbortReq, sock_recv, unwrap_from_pickle, wrap_as_pickle  # noqa: E402
 
-from sglang_fair.binding.controller import router_binding as dpc  # noqa: E402
+from sglang_fair.binding.controller.controller_binding import RouterBinding  # noqa: E402
 from sglang_fair.binding.common import settings  # noqa: E402
 from sglang_fair.binding.scheduler import router_reports  # noqa: E402
 from sglang_fair.binding.common.settings import ROUTER_ENV  # noqa: E402
@@ -64,28 +64,28 @@ def _answers(b) -> list[AbortReq]:
 
 
 def _report(b, kind: str, rank: int, items: list) -> None:
-    b.handle_feedback(msgspec.msgpack.encode((kind, rank, items)))
+    b.worker_feedback.handle(msgspec.msgpack.encode((kind, rank, items)))
 
 
 def _fill(b) -> dict[str, int]:
     """Alice's three requests: two placed (one per worker), one held. rid -> worker."""
     for i in range(3):
-        b.dispatch(_req(f"r{i}", [100 * i + j for j in range(20)], client="alice"))
+        b.dispatcher.dispatch(_req(f"r{i}", [100 * i + j for j in range(20)], client="alice"))
     placed = {rid: d.worker for rid, d in b.router.inflight.items()}
     assert len(placed) == 2 and set(placed.values()) == {0, 1}
-    assert list(b.held) == [next(f"r{i}" for i in range(3) if f"r{i}" not in placed)]
+    assert list(b.dispatcher.held) == [next(f"r{i}" for i in range(3) if f"r{i}" not in placed)]
     return placed
 
 
 def test_a_held_request_is_sent_once_an_admission_makes_room(binding) -> None:
     placed = _fill(binding)
     assert sorted(_received(binding, 0) + _received(binding, 1)) == sorted(placed)
-    (held,) = binding.held
-    req = binding.held[held]
+    (held,) = binding.dispatcher.held
+    req = binding.dispatcher.held[held]
     req.time_stats = {"queued_at": 1.0}  # unwrapped, as SGLang's dispatch wrapper leaves it
     rid, worker = next(iter(placed.items()))
     _report(binding, "admitted", worker, [(rid, 0)])
-    assert binding.held == {} and binding.router.inflight[held].worker == worker
+    assert binding.dispatcher.held == {} and binding.router.inflight[held].worker == worker
     assert _received(binding, worker) == [held]
     # Wrapped again as SGLang sends it (a PickleWrapper unless SGLANG_USE_PICKLE_IPC pickles whole messages).
     assert type(req.time_stats) is type(wrap_as_pickle({})) and unwrap_from_pickle(req.time_stats) == {"queued_at": 1.0}
@@ -103,55 +103,55 @@ def test_progress_charges_the_clients_cluster_deficit(binding) -> None:
     assert binding.router.snapshot().client_deficits[client] == before - 2.0 * 5
     _report(binding, "done", worker, [(rid, client, 7)])
     assert binding.router.snapshot().client_deficits[client] == before - 2.0 * 7
-    assert rid not in binding.reply_route
+    assert rid not in binding.dispatcher.reply_route
 
 
 def test_an_abort_of_a_held_request_answers_it_once_and_it_never_reaches_a_worker(binding) -> None:
     placed = _fill(binding)
-    (held,) = binding.held
-    binding.receive(AbortReq(rid=held))
+    (held,) = binding.dispatcher.held
+    binding.loop.receive(AbortReq(rid=held))
     (answer,) = _answers(binding)
     assert answer.rid == held and answer.finished_reason is None  # SGLang's own abort answer
     assert isinstance(binding.controller.dispatched[-1], AbortReq)  # still broadcast to the workers
-    assert binding.held == {} and binding.router.snapshot().held_requests == 0
+    assert binding.dispatcher.held == {} and binding.router.snapshot().held_requests == 0
     for rid, worker in placed.items():  # room again: nothing is left to send
         _report(binding, "admitted", worker, [(rid, 0)])
     assert held not in _received(binding, 0) + _received(binding, 1)
     # An abort of a placed request is the worker's to answer.
-    binding.receive(AbortReq(rid=next(iter(placed))))
+    binding.loop.receive(AbortReq(rid=next(iter(placed))))
     assert _answers(binding) == []
 
 
 def test_abort_all_answers_every_held_request(binding) -> None:
     _fill(binding)
-    binding.dispatch(_req("late", [9] * 20, client="c9"))
-    held = sorted(binding.held)
+    binding.dispatcher.dispatch(_req("late", [9] * 20, client="c9"))
+    held = sorted(binding.dispatcher.held)
     assert len(held) == 2
-    binding.receive(AbortReq(abort_all=True))
+    binding.loop.receive(AbortReq(abort_all=True))
     assert sorted(a.rid for a in _answers(binding)) == held
-    assert binding.held == {}
+    assert binding.dispatcher.held == {}
 
 
 def test_when_every_worker_dies_held_requests_get_an_error(binding) -> None:
     placed = _fill(binding)
-    (held,) = binding.held
+    (held,) = binding.dispatcher.held
     on_one = [rid for rid, w in placed.items() if w == 1]
-    binding.worker_died(1)
+    binding.health.worker_died(1)
     # Worker 0 has no room yet: the request stays held; worker 1's request fails.
-    assert [a.rid for a in _answers(binding)] == on_one and list(binding.held) == [held]
-    binding.worker_died(0)
+    assert [a.rid for a in _answers(binding)] == on_one and list(binding.dispatcher.held) == [held]
+    binding.health.worker_died(0)
     answers = {a.rid: a for a in _answers(binding)}
     assert set(answers) == {held, *(rid for rid, w in placed.items() if w == 0)}
     assert answers[held].finished_reason["status_code"] == 503
     assert "no live data-parallel worker" in answers[held].abort_message
-    assert binding.held == {} and binding.reply_route == {}
+    assert binding.dispatcher.held == {} and binding.dispatcher.reply_route == {}
 
 
 def test_only_a_holding_router_asks_workers_for_admissions_and_progress(monkeypatch) -> None:
     monkeypatch.delenv(ROUTER_ENV, raising=False)  # each method with its defaults
     server_args = types.SimpleNamespace(kv_events_config=None)
     for method, expected in (("d2lpm_global", "1"), ("d2lpm", None)):
-        b = dpc.RouterBinding.create(method, 2, server_args)
+        b = RouterBinding.create(method, 2, server_args)
         try:
             assert os.environ.get(settings.LATE_BINDING_ENV) == expected, method
         finally:
@@ -232,11 +232,11 @@ def test_a_run_time_settings_change_reaches_the_router_and_the_workers(binding) 
     from sglang.srt.managers.io_struct import SetInternalStateReq
 
     change = SetInternalStateReq(server_args={"fair_settings": {"quantum": 777, "client_weights": {"alice": 3}}})
-    binding.receive(change)
+    binding.loop.receive(change)
     assert binding.router.fair.settings()["quantum"] == 777.0
     assert binding.router.fair.options.weight_of("alice") == 3.0
     assert binding.controller.dispatched == [change]  # SGLang's dispatcher still sends it to every worker
     bad = SetInternalStateReq(server_args={"fair_settings": {"quantum": -1}})
-    binding.receive(bad)  # refused here (logged); the schedulers refuse it too
+    binding.loop.receive(bad)  # refused here (logged); the schedulers refuse it too
     assert binding.router.fair.settings()["quantum"] == 777.0
     assert binding.controller.dispatched == [change, bad]
