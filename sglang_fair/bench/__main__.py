@@ -19,6 +19,7 @@ from pathlib import Path
 from sglang_fair.bench.backend import API_CHOICES, BackendError
 from sglang_fair.bench.backends import make_backend
 from sglang_fair.bench.compare import compare_runs
+from sglang_fair.bench.model_vocab import VocabularyMismatch, fit_to_model, read_model_vocab
 from sglang_fair.bench.output import read_records, read_summary, write_run
 from sglang_fair.bench.report import GLOSSARY, client_table, overall_line, verdict
 from sglang_fair.metrics.service import INPUT_MODES, ServiceWeights
@@ -59,13 +60,33 @@ def _weights(args) -> ServiceWeights:
         raise UsageError(str(e)) from e
 
 
-def _workload(args) -> Workload:
+def _vocab_choice(args) -> tuple[int | None, str | None]:
+    """The vocabulary the user gave on the command line and how (``--vocab-size`` or
+    ``--set vocab_size``), or (None, None)."""
+    overrides = _parse_set(args.set)
+    given = overrides.get("vocab_size")
+    if "vocab_size" in overrides and args.vocab_size is not None and given != args.vocab_size:
+        raise UsageError(f"--vocab-size {args.vocab_size} and --set vocab_size={given} disagree; give one")
+    if args.vocab_size is not None:
+        return args.vocab_size, f"--vocab-size {args.vocab_size}"
+    if "vocab_size" in overrides:
+        return given, f"--set vocab_size={given}"
+    return None, None
+
+
+def _workload(args, vocab_size: int | None = None) -> Workload:
+    """The workload of the command line; ``vocab_size`` generates the scenario with that vocabulary."""
     if args.trace:
-        wl = load_trace(args.trace, args.vocab_size)
+        if args.set or args.num_programs is not None:
+            raise UsageError("--set and --num-programs change a scenario; a --trace is replayed as it is")
+        wl = load_trace(args.trace, DEFAULT_VOCAB_SIZE if args.vocab_size is None else args.vocab_size)
     else:
         if not args.workload or not args.scenario:
             raise UsageError("give --workload and --scenario (or --trace FILE)")
         overrides = _parse_set(args.set)
+        chosen, _ = _vocab_choice(args)
+        if vocab_size is not None or chosen is not None:
+            overrides["vocab_size"] = vocab_size if vocab_size is not None else chosen
         if args.num_programs is not None:
             if args.num_programs < 1:
                 raise UsageError(f"--num-programs must be >= 1, got {args.num_programs}")
@@ -79,6 +100,18 @@ def _workload(args) -> Workload:
                        for p in wl.programs]
     check_workload(wl)
     return wl
+
+
+def _fit_to_server(args, wl: Workload, url: str) -> tuple[Workload, int | None]:
+    """The workload with token ids the server's model takes (or VocabularyMismatch), before any
+    request is sent; and the model's vocabulary (None: unknown)."""
+    model = read_model_vocab(url)
+    _, chosen = _vocab_choice(args)
+    regenerate = None if args.trace else (lambda size: _workload(args, size))
+    wl, notice = fit_to_model(wl, model, chosen=chosen, regenerate=regenerate)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
+    return wl, model.size
 
 
 def _launch(args):
@@ -107,6 +140,9 @@ def cmd_run(args) -> int:
     out = Path(args.out)
     with (_launch(args) if args.launch else contextlib.nullcontext()) as server:
         spec = server.base_url if server is not None else args.backend
+        model_vocab = None
+        if spec != "sim":
+            wl, model_vocab = _fit_to_server(args, wl, spec)
         backend = make_backend(spec, policy=args.policy, api=args.api, timeout_s=args.timeout,
                                concurrency=args.concurrency, seed=args.seed, sim_options=_parse_set(args.sim_opt))
         print(f"replaying {wl.name}: {len(wl.programs)} programs, {wl.num_calls()} calls, "
@@ -126,6 +162,8 @@ def cmd_run(args) -> int:
         "backend": "launch" if args.launch else args.backend,
         "api": args.api,
         "seed": wl.seed,
+        "vocab_size": wl.meta.get("vocab_size"),
+        "model_vocab_size": model_vocab,
         "started_at_unix": started,
         "command": "python -m sglang_fair.bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
     }
@@ -135,8 +173,9 @@ def cmd_run(args) -> int:
     print(f"wrote {out}: {o['requests_ok']}/{o['requests']} requests ok, jain={_fmt(o['jain_index'])}, "
           f"service/s={_fmt(o['throughput']['service_per_s'])}", file=sys.stderr)
     print(f"\nPer-client outcome. {GLOSSARY}\n")
-    print(client_table({args.policy: summary}))
-    print(f"\n{overall_line(args.policy, summary)}")
+    label = args.policy or "run"  # --policy is only a label for a server URL, and may be left out
+    print(client_table({label: summary}))
+    print(f"\n{overall_line(label, summary)}")
     print(verdict(out))
     for e in result.errors:
         print(f"error: {e}", file=sys.stderr)
@@ -207,7 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--workload", choices=sorted(GENERATORS), help="generator name")
     r.add_argument("--scenario", help="scenario name (configs/<workload>_<scenario>.yaml) or a yaml path")
     r.add_argument("--trace", help="replay a trace file (CSV/JSONL) instead of a generator")
-    r.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE, help="vocab for text prompts of --trace")
+    r.add_argument("--vocab-size", type=int, default=None,
+                   help="token id vocabulary: a scenario's (as --set vocab_size=N; default: the scenario's, "
+                        "cut to the model's against a server), or --trace's bound and text prompts' (default "
+                        f"{DEFAULT_VOCAB_SIZE}); refused against a server whose model has fewer ids")
     r.add_argument("--policy", help="policy label for a URL backend; the policy to run for sim/--launch")
     r.add_argument("--backend", help="server URL (http://host:port) or 'sim'")
     r.add_argument("--launch", action="store_true", help="start a local tiny CPU server with --policy")
@@ -220,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None, help="override the scenario seed")
     r.add_argument("--num-programs", type=int, default=None, help="programs per client (overrides the scenario)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a parameter of every client (repeatable), e.g. --set thought_tokens=64")
+                   help="override a parameter of every client, or the scenario's vocab_size (repeatable), "
+                        "e.g. --set thought_tokens=64")
     r.add_argument("--misbehaving", type=lambda s: [c for c in s.split(",") if c], default=[],
                    help="comma-separated clients to mark misbehaving (e.g. for a trace)")
     r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout in seconds")
@@ -247,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (UsageError, WorkloadError, LoaderError, BackendError, ValueError) as e:
+    except (UsageError, WorkloadError, LoaderError, BackendError, VocabularyMismatch, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -14,7 +14,8 @@ A scenario file looks like::
 Each client's parameters are ``defaults`` overridden by its own entry.
 Parameters common to all generators are in ClientSpec; the rest are the
 generator's own (its params dataclass), and unknown keys are an error so a
-typo never silently falls back to a default.
+typo never silently falls back to a default. Overrides (``--set``) replace a
+key of every client, except ``vocab_size``, which replaces the scenario's.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def scenario_path(workload: str, scenario: str) -> Path:
 
 
 def load_scenario(path: Path, overrides: dict[str, Any] | None = None, seed: int | None = None) -> Scenario:
-    """Read and check a scenario file; ``overrides`` replace keys of every client."""
+    """Read and check a scenario file; ``overrides`` replace keys of every client
+    (``vocab_size``: the scenario's vocabulary)."""
     try:
         raw = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as e:
@@ -98,14 +100,18 @@ def parse_scenario(raw: dict, source: str = "<dict>", overrides: dict | None = N
     entries = raw.get("clients")
     if not isinstance(entries, list) or not entries:
         raise WorkloadError(f"scenario {source}: 'clients' must be a non-empty list")
-    vocab = raw.get("vocab_size", DEFAULT_VOCAB_SIZE)
-    if not isinstance(vocab, int) or vocab < 2:
-        raise WorkloadError(f"scenario {source}: vocab_size must be an integer >= 2, got {vocab!r}")
+    overrides = dict(overrides or {})
+    if "vocab_size" in overrides:
+        vocab, where = overrides.pop("vocab_size"), "the vocab_size override"
+    else:
+        vocab, where = raw.get("vocab_size", DEFAULT_VOCAB_SIZE), f"scenario {source}: vocab_size"
+    if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 2:
+        raise WorkloadError(f"{where} must be an integer >= 2, got {vocab!r}")
     clients: list[ClientSpec] = []
     for k, entry in enumerate(entries):
         if not isinstance(entry, dict) or "name" not in entry:
             raise WorkloadError(f"scenario {source}: client {k} must be a mapping with a 'name'")
-        merged = {**defaults, **entry, **(overrides or {})}
+        merged = {**defaults, **entry, **overrides}
         count = merged.pop("count", 1)
         if not isinstance(count, int) or count < 1:
             raise WorkloadError(f"scenario {source}: client {entry['name']!r}: count must be an integer >= 1")

@@ -120,3 +120,76 @@ def test_a_run_whose_only_failures_are_policy_refusals_is_complete(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 0, err
     assert "refused by the server's policy (HTTP 429)" in err and "PARTIAL" not in err
+
+
+# Against a server, the token ids are fitted to its model before the first request
+# (sglang_fair/bench/model_vocab.py); the model's vocabulary is stubbed here, the real
+# engine's is read in test_cli_launch.py.
+def _model_with(monkeypatch, size):
+    import sglang_fair.bench.__main__ as cli
+    from sglang_fair.bench.model_vocab import ModelVocab
+
+    monkeypatch.setattr(cli, "read_model_vocab", lambda url: ModelVocab(size, "model tiny"))
+
+
+JUSTITIA_MIX = ["run", "--workload", "apps", "--scenario", "justitia_mix", "--num-programs", "1", "--no-progress"]
+
+
+def test_a_scenario_larger_than_the_model_is_generated_with_its_vocabulary(tmp_path, capsys, monkeypatch):
+    _model_with(monkeypatch, 1024)
+    out = tmp_path / "run"
+    code = main([*JUSTITIA_MIX, "--backend", f"http://127.0.0.1:{free_port()}", "--out", str(out)])
+    assert code == EXIT_PARTIAL  # nothing listens there: only the vocabulary is under test
+    err = capsys.readouterr().err
+    assert "its vocabulary (32000) is larger than the model's (1024 ids" in err
+    run = json.loads((out / "summary.json").read_text())["run"]
+    assert run["vocab_size"] == 1024 and run["model_vocab_size"] == 1024
+
+
+@pytest.mark.parametrize("flags", [["--vocab-size", "32000"], ["--set", "vocab_size=32000"]])
+def test_a_vocabulary_given_that_the_model_lacks_is_refused_before_any_request(tmp_path, capsys, monkeypatch,
+                                                                                flags):
+    _model_with(monkeypatch, 1024)
+    code = main([*JUSTITIA_MIX, *flags, "--backend", "http://127.0.0.1:1", "--out", str(tmp_path / "out")])
+    assert code == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "32000" in err and "1024 ids" in err and "--vocab-size 1024" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_vocab_size_is_accepted_for_a_scenario(tmp_path, capsys, monkeypatch):
+    _model_with(monkeypatch, 1024)
+    out = tmp_path / "run"
+    assert main([*JUSTITIA_MIX, "--set", "vocab_size=512", "--backend", f"http://127.0.0.1:{free_port()}",
+                 "--out", str(out)]) == EXIT_PARTIAL
+    assert "larger than the model's" not in capsys.readouterr().err
+    assert json.loads((out / "summary.json").read_text())["run"]["vocab_size"] == 512
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--vocab-size", "1024", "--set", "vocab_size=512"], "--vocab-size 1024 and --set vocab_size=512 disagree"),
+    (["--set", "vocab_size=1"], "vocab_size override must be an integer >= 2"),
+])
+def test_bad_vocabulary_options_exit_2(tmp_path, capsys, extra, message):
+    assert main([*JUSTITIA_MIX, *extra, "--backend", "http://127.0.0.1:1", "--out", str(tmp_path / "o")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_trace_with_ids_past_the_model_vocabulary_is_refused(tmp_path, capsys, monkeypatch):
+    _model_with(monkeypatch, 1024)
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,client,prompt,token_ids,output_len\n0.0,alice,,17 29648,8\n")
+    code = main(["run", "--trace", str(trace), "--vocab-size", "32000", "--backend", "http://127.0.0.1:1",
+                 "--out", str(tmp_path / "out"), "--no-progress"])
+    assert code == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "has token id 29648 (vocabulary 32000), outside the model's vocabulary of 1024 ids" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_scenario_options_are_refused_with_a_trace(tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,client,prompt,token_ids,output_len\n0.0,alice,hello,,8\n")
+    assert main(["run", "--trace", str(trace), "--set", "rate=2", "--backend", "http://127.0.0.1:1",
+                 "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    assert "a --trace is replayed as it is" in capsys.readouterr().err

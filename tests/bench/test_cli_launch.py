@@ -26,3 +26,20 @@ def test_launch_runs_the_policy_and_stops_the_server(tmp_path, capsys):
     # The launched server reports admission times, so the run can be audited.
     assert "fairness audit:" in captured.out and "fairness audit: not possible" not in captured.out
     assert main(["audit", str(out)]) in (EXIT_OK, EXIT_VIOLATION)  # audited: within the bound or not, never unauditable
+
+
+def test_justitia_mix_replays_on_the_real_engine(tmp_path, capsys):
+    """The scenario is written for a 32000-id vocabulary: against the tiny model (1024 ids)
+    its ids are generated in the model's vocabulary, and every request is answered."""
+    out = tmp_path / "run"
+    code = main(["run", "--workload", "apps", "--scenario", "justitia_mix", "--num-programs", "1",
+                 "--policy", "justitia", "--launch", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == EXIT_OK, err
+    assert "its vocabulary (32000) is larger than the model's (1024 ids" in err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["run"]["vocab_size"] == 1024 and s["run"]["model_vocab_size"] == 1024
+    assert s["run"]["errors"] == [] and s["run"]["partial"] is False
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records) == s["overall"]["requests"] == s["overall"]["requests_ok"] > 0
+    assert all(r["error"] is None for r in records)
