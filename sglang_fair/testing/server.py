@@ -93,6 +93,8 @@ class LocalServer:
     """One real SGLang server subprocess on CPU; use as a context manager."""
 
     model_path: str | os.PathLike | None = None  # None: the cached tiny model
+    # "cpu": the tiny-CPU flags and environment; "cuda": SGLang's defaults for a GPU, dummy weights.
+    device: str = "cpu"
     extra_args: Sequence[str] = ()  # passed through, e.g. ["--schedule-policy", "lpm", "--dp", "2"]
     module: str = "sglang.launch_server"  # or "sglang_fair.launch_server"
     max_total_tokens: int = 8192  # KV pool size; unset, SGLang sizes it from host RAM (GBs, slow)
@@ -135,7 +137,8 @@ class LocalServer:
         if self.port is None:
             raise RuntimeError("port not chosen yet")
         args = [self.python, "-m", self.module, "--model-path", str(self.model_path)]
-        args += [*CPU_FLAGS, "--host", self.host, "--port", str(self.port)]
+        args += [*(CPU_FLAGS if self.device == "cpu" else ("--load-format", "dummy")),
+                 "--host", self.host, "--port", str(self.port)]
         args += ["--max-total-tokens", str(self.max_total_tokens)]
         if self.skip_tokenizer_init:
             args.append("--skip-tokenizer-init")
@@ -143,6 +146,8 @@ class LocalServer:
 
     def _server_env(self) -> dict[str, str]:
         env = dict(os.environ)
+        if self.device != "cpu":
+            return env | dict(self.env) | {"PYTHONUNBUFFERED": "1"}
         env["SGLANG_USE_CPU_ENGINE"] = "1"  # else the rotary embedding tries to import vllm
         env["PYTHONUNBUFFERED"] = "1"  # so the log tail is current when we report a failure
         ranks = parallel_world_size(self.extra_args)
@@ -162,6 +167,8 @@ class LocalServer:
             raise RuntimeError("server already started")
         if self.max_total_tokens <= 0:
             raise ValueError(f"max_total_tokens must be positive, got {self.max_total_tokens}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         if self.model_path is None:
             self.model_path = ensure_tiny_model()
         picked = self.port is None
