@@ -32,7 +32,7 @@ def _run(script: str, *args: str, timeout: float = 600, exit_codes: tuple[int, .
 def test_every_script_has_a_test() -> None:
     scripts = set(SCRIPTS)
     here = {"sim_speed", "scheduling_pass", "justitia_history", "latency_isolation_sim", "latency_isolation",
-            "metrics_memory", "open_flood", "behind_gateway", "open_flood_sim", "peers_sim"}
+            "metrics_memory", "open_flood", "behind_gateway", "open_flood_sim", "peers_sim", "load"}
     untested = scripts - TESTED_ELSEWHERE - here
     assert not untested, f"benchmark scripts without a test: {sorted(untested)}"
     for name in TESTED_ELSEWHERE:
@@ -85,6 +85,15 @@ def test_latency_isolation(tmp_path: Path) -> None:
          "--log-dir", str(tmp_path / "logs"))
     table = json.loads((tmp_path / "out.json").read_text())
     assert list(table["systems"]) == ["dlpm"] and table["reps"] == 1
+
+
+@pytest.mark.server
+def test_load() -> None:
+    out = _run("load", "--requests", "60", "--clients", "12", "--flood", "30", "--stream-share", "0.2",
+               "--hangup-share", "0.1")
+    assert "every request answered once (hang-ups aside), gauges at 0, healthy: PASS" in out
+    assert "hung up by the client" in out and "stream: complete" in out and "plain: complete" in out
+    assert "controller CPU:" in out
 
 
 @pytest.mark.server
