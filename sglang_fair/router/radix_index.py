@@ -24,6 +24,9 @@ list (the simulator, tests) is packed once per call by ``array("q", tokens)``.
 Hashing fixed-size blocks (SGLang's KV event scheme) measured slower than
 this: a hash per token plus Python work per block (docs/performance.md,
 "Router decision time").
+
+Paths that lose a worker are noted for routers that keep matches
+(``watch_removals``; radix_removals.py), on removals only.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from sglang_fair.router.radix_removals import RemovalWatch
 
 DEFAULT_CAPACITY_TOKENS = 4_000_000
 PACKED_TOKEN_BYTES = _T = 8  # bytes per packed token (array typecode "q")
@@ -167,9 +172,7 @@ class RadixIndex:
         self._lru: OrderedDict[_Node, None] = OrderedDict()
         self._version = 0  # bumped on every change of the tree: shape or masks
         self._holders: dict[int, list[int]] = {}  # workers_of, memoized: evictions ask per node
-        # ``watch_removals``: packed bytes kept of each path that lost a worker.
-        self._watch_bytes = 0
-        self._removed: set[bytes] = set()
+        self._removals = RemovalWatch()
 
     # ---- lookup -------------------------------------------------------------------
 
@@ -212,31 +215,13 @@ class RadixIndex:
         """
         if prefix_tokens < 1:
             raise ValueError(f"removal prefixes need at least one token, got {prefix_tokens}")
-        self._watch_bytes = prefix_tokens * _T
+        self._removals.watch(prefix_tokens * _T)
 
     def take_removals(self) -> set[bytes]:
         """Packed prefixes (``watch_removals``) of the paths that lost a worker since the
         last call. Every match whose prompt does not start with one of them is unchanged by
         removals; a prefix shorter than the watched length is the whole path that was cut."""
-        out, self._removed = self._removed, set()
-        return out
-
-    def _note_removal(self, top: _Node) -> None:
-        """``top``'s edge, and so everything under it, loses a worker: note its path."""
-        if not self._watch_bytes:
-            return
-        path = []
-        node: _Node | None = top
-        while node is not None:
-            path.append(node)
-            node = node.parent
-        prefix, want = [], self._watch_bytes
-        for node in reversed(path):  # root first; only the watched length is copied
-            prefix.append(node.key[:want])
-            want -= len(prefix[-1])
-            if not want:
-                break
-        self._removed.add(b"".join(prefix))
+        return self._removals.take()
 
     # ---- updates ------------------------------------------------------------------
 
@@ -369,7 +354,7 @@ class RadixIndex:
 
     def _clear_subtree(self, top: _Node, bit: int) -> None:
         if top.mask & bit:
-            self._note_removal(top)
+            self._removals.note(top)
         worker = bit.bit_length() - 1
         stack = [top]
         while stack:
@@ -408,7 +393,7 @@ class RadixIndex:
         lru = self._lru
         while self.total_tokens > self.capacity_tokens and lru:
             oldest = next(iter(lru))
-            self._note_removal(oldest)
+            self._removals.note(oldest)
             self._remove(oldest)
 
     def iter_paths(self) -> Iterator[tuple[list[int], int]]:

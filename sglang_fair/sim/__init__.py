@@ -1,7 +1,7 @@
 """A simulated SGLang cluster driven by the same FairScheduler and router objects.
 
 ``SimBackend`` (backend.py) replays a Workload in virtual time on ``SimCluster``
-(cluster.py): D ``SimWorker``s (worker.py: SGLang's scheduler loop, KV pool,
+(cluster.py): D ``SimWorker``s (worker/: SGLang's scheduler loop, KV pool,
 ``RadixCache`` from radix.py) behind a router, timed by a ``CostModel``
 (costmodel.py) fitted to GPU measurements (fit.py). No SGLang import.
 """
