@@ -146,7 +146,7 @@ class LocalServer:
 
     def _server_env(self) -> dict[str, str]:
         env = dict(os.environ)
-        if self.device != "cpu":
+        if self.device != "cpu":  # a GPU launch needs none of the CPU engine's settings below
             return env | dict(self.env) | {"PYTHONUNBUFFERED": "1"}
         env["SGLANG_USE_CPU_ENGINE"] = "1"  # else the rotary embedding tries to import vllm
         env["PYTHONUNBUFFERED"] = "1"  # so the log tail is current when we report a failure
@@ -258,7 +258,7 @@ class LocalServer:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 # Not listening yet, or 503 while warming up; or never, if a bind failed.
-                if _BIND_FAILED in self._log_end():
+                if _BIND_FAILED in _log_end(self.log_path):
                     raise PortTakenError(f"server could not bind a port\n{self._tail_report()}") from None
             if time.monotonic() > deadline:
                 raise ServerStartError(
@@ -268,11 +268,6 @@ class LocalServer:
 
     def _tail_report(self) -> str:
         return f"command: {' '.join(self.command())}\nlog {self.log_path} (last lines):\n{self.log_tail()}"
-
-    def _log_end(self, size: int = 4096) -> bytes:
-        with open(self.log_path, "rb") as log:
-            log.seek(max(0, os.path.getsize(self.log_path) - size))
-            return log.read().lower()
 
     def log_tail(self, lines: int = 40) -> str:
         """The last `lines` lines of the server's combined stdout/stderr."""
@@ -333,17 +328,20 @@ class LocalServer:
         with urllib.request.urlopen(self.url(path), timeout=timeout) as reply:
             return reply.read().decode()
 
-    def post_json(
-        self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None = None, timeout: float = 120.0
-    ) -> Any:
+    def post_json(self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None = None,
+                  timeout: float = 120.0) -> Any:
         """POST `body` as JSON and return the decoded reply; HTTP errors raise urllib's HTTPError."""
-        request = urllib.request.Request(
-            self.url(path),
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", **(headers or {})},
-        )
+        request = urllib.request.Request(self.url(path), data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json", **(headers or {})})
         with urllib.request.urlopen(request, timeout=timeout) as reply:
             return json.loads(reply.read())
+
+
+def _log_end(path: str | os.PathLike, size: int = 4096) -> bytes:
+    """The last ``size`` bytes of a server's log, lower-cased."""
+    with open(path, "rb") as log:
+        log.seek(max(0, os.path.getsize(path) - size))
+        return log.read().lower()
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
