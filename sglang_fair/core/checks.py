@@ -31,6 +31,12 @@ def int_at_least(name: str, value: object, low: int) -> int:
     return value
 
 
+def integer(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise OptionError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
 def boolean(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise OptionError(f"{name} must be true or false, got {value!r}")
@@ -58,6 +64,15 @@ def fraction(name: str, value: object) -> float:
     if not _is_number(value) or not 0 < value <= 1:  # type: ignore[operator]
         raise OptionError(f"{name} must be a number in (0, 1], got {value!r}")
     return float(value)  # type: ignore[arg-type]
+
+
+def at_least(name: str, value: object, minimum: float, *, integer: bool = False, strict: bool = False) -> float:
+    """A finite number >= ``minimum`` (> with ``strict``); an integer with ``integer``."""
+    ok = isinstance(value, int) and not isinstance(value, bool) if integer else _is_number(value)
+    if not ok or not math.isfinite(value) or value < minimum or (strict and value == minimum):  # type: ignore[operator]
+        kind = "an integer" if integer else "a finite number"
+        raise OptionError(f"{name} must be {kind} {'>' if strict else '>='} {minimum:g}, got {value!r}")
+    return value if integer else float(value)  # type: ignore[return-value,arg-type]
 
 
 def share(name: str, value: object) -> float:

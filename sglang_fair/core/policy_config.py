@@ -7,11 +7,11 @@ at startup with the file and key named instead of being silently ignored.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import yaml
 
+from sglang_fair.core import checks
 from sglang_fair.core.errors import OptionError
 from sglang_fair.core.options import FairOptions
 
@@ -51,10 +51,4 @@ def policy_section(options: FairOptions, section: str, known: set[str]) -> tuple
 def number(body: dict, key: str, default: float | None, where: str, *, minimum: float = 0.0, strict: bool = False) -> float | None:
     """``body[key]`` as a finite number >= minimum (> minimum if strict), or ``default``."""
     value = body.get(key, default)
-    if value is None:
-        return None
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < minimum or (strict and value == minimum):
-        bound = ">" if strict else ">="
-        raise OptionError(f"{where}: {key} must be a finite number {bound} {minimum}, got {value!r}")
-    return float(value)
+    return None if value is None else checks.at_least(f"{where}: {key}", value, minimum, strict=strict)

@@ -74,8 +74,7 @@ class DynamoOptions:
         checks.positive_int("router worker_batched_tokens", self.worker_batched_tokens)
         checks.non_negative_number("router overlap_score_weight", self.overlap_score_weight)
         checks.positive_int("router block_tokens", self.block_tokens)
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise ValueError(f"router seed must be an integer, got {self.seed!r}")
+        checks.integer("router seed", self.seed)
         checks.positive_int("router index_capacity_tokens", self.index_capacity_tokens)
         check_idle_timeout(self.idle_timeout_s)
 

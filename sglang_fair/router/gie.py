@@ -72,8 +72,7 @@ class GIEOptions:
             checks.non_negative_number(f"router {name}", getattr(self, name))
         checks.positive_int("router block_tokens", self.block_tokens)
         object.__setattr__(self, "client_weights", checks.client_weights("router client_weights", self.client_weights))
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise ValueError(f"router seed must be an integer, got {self.seed!r}")
+        checks.integer("router seed", self.seed)
         checks.positive_int("router index_capacity_tokens", self.index_capacity_tokens)
         check_idle_timeout(self.idle_timeout_s)
 

@@ -17,7 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sglang_fair.core import FairOptions
+from sglang_fair.core import FairOptions, checks
 from sglang_fair.router.base import Router
 from sglang_fair.sim.costmodel import CostModel, load_profile
 from sglang_fair.sim.radix import Node
@@ -42,12 +42,9 @@ class SimConfig:
     vocab_size: int = 32000  # range of the synthesized output token ids
 
     def check(self) -> None:
-        if not isinstance(self.num_workers, int) or self.num_workers < 1:
-            raise ValueError(f"num_workers must be a positive integer, got {self.num_workers!r}")
-        if not self.feedback_delay_s >= 0:
-            raise ValueError(f"feedback_delay_s must be >= 0, got {self.feedback_delay_s!r}")
-        if not isinstance(self.vocab_size, int) or self.vocab_size < 2:
-            raise ValueError(f"vocab_size must be an integer >= 2, got {self.vocab_size!r}")
+        checks.positive_int("num_workers", self.num_workers)
+        checks.non_negative_number("feedback_delay_s", self.feedback_delay_s)
+        checks.int_at_least("vocab_size", self.vocab_size, 2)
 
 
 def _overrides(router: Router, method: str) -> bool:

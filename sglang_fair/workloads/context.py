@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
 
+from sglang_fair.core import checks
 from sglang_fair.workloads.arrivals import fixed_count_times
 from sglang_fair.workloads.spec import ClientSpec
 from sglang_fair.workloads.tokens import SyntheticTokenizer, random_ids
@@ -44,7 +44,4 @@ def draw_length(rng: random.Random, mean: float, cv: float = 0.0, low: int = 1) 
 
 def positive(name: str, value: float, integer: bool = True, allow_zero: bool = False) -> None:
     """Raise ValueError unless ``value`` is a positive (or non-negative) number."""
-    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok_type or not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        kind = "an integer" if integer else "a number"
-        raise ValueError(f"{name} must be {kind} {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    checks.at_least(name, value, 0, integer=integer, strict=not allow_zero)

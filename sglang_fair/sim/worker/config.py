@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sglang_fair.core import checks
+
 
 class SimulationError(RuntimeError):
     """The simulated worker reached a state SGLang could not be in."""
@@ -29,8 +31,7 @@ class WorkerConfig:
     def check(self) -> None:
         for name in ("kv_pool_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests",
                      "clip_max_new_tokens", "new_token_ratio_decay_steps", "lpm_queue_limit"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
-                raise ValueError(f"simulator option {name} must be a positive integer, got {getattr(self, name)!r}")
+            checks.positive_int(f"simulator option {name}", getattr(self, name))
         if not 0 < self.init_new_token_ratio <= 1:
             raise ValueError(f"init_new_token_ratio must be in (0, 1], got {self.init_new_token_ratio!r}")
 
