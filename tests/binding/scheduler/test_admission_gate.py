@@ -100,7 +100,10 @@ def test_admitting_past_the_fair_adder_stops_the_scheduler(sglang_runtime, fair_
     from sglang.srt.managers.schedule_policy import PrefillAdder
 
     from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed
+    from sglang_fair.binding.scheduler.prefill_adder import FairPrefillAdder
 
+    if PrefillAdder is FairPrefillAdder:  # SGLang 0.5.21: the class its loop builds by name is ours
+        pytest.skip("this SGLang's PrefillAdder is the fair adder: no stock adder to bypass it with")
     policy, queue, tree, build_adder = dlpm_pass_setup(fair_config)
 
     def stock_adder(scheduler, delayer, running_batch):
