@@ -27,6 +27,7 @@ pytestmark = pytest.mark.server
 from sglang_fair import cpu_standins  # noqa: E402
 from sglang_fair.testing.server import LocalServer  # noqa: E402
 from tests.binding.flood import run_flood  # noqa: E402
+from tests.support.http import call, metric, metrics_text, wait_until  # noqa: E402
 
 PREFIX = [7 + (i % 900) for i in range(400)]
 ADMIN_KEY = "admin-secret"
@@ -107,27 +108,16 @@ def _worker_pids(server: LocalServer) -> dict[int, int]:
 
 
 def _post(server: LocalServer, ids: list[int], client: str, max_new: int) -> tuple[int, dict]:
-    body = json.dumps({"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}}).encode()
-    request = urllib.request.Request(server.url("/generate"), data=body,
-                                     headers={"Content-Type": "application/json", "X-Client-Id": client})
-    try:
-        with urllib.request.urlopen(request, timeout=180) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}}
+    reply = call(server.url("/generate"), body, {"X-Client-Id": client}, timeout=180)
+    return reply.status, reply.json({})
 
 
 def _wait_for_inflight(server: LocalServer, rank: int, busy: bool = True, timeout_s: float = 60.0) -> None:
     """Until the router's gauge shows requests in flight on ``rank`` (``busy``), or none."""
-    pattern = re.compile(rf'^sglang_fair_router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$', re.M)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
-            found = pattern.search(reply.read().decode())
-        if (float(found.group(1)) > 0 if found else False) == busy:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{'no' if busy else 'still a'} request in flight on worker {rank} after {timeout_s:.0f} s")
+    wait_until(lambda: metric(metrics_text(server), "sglang_fair_router_inflight_requests", dp_rank=str(rank)),
+               lambda found: (found is not None and found > 0) == busy, timeout_s, 0.2,
+               f"{'a' if busy else 'no'} request in flight on worker {rank}")
 
 
 def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: LocalServer) -> None:
@@ -188,9 +178,5 @@ def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: Lo
 
 
 def _http_get(server: LocalServer, path: str, headers: dict | None = None) -> tuple[int, bytes]:
-    try:
-        request = urllib.request.Request(server.url(path), headers=headers or {})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+    reply = call(server.url(path), headers=headers, timeout=60)
+    return reply.status, reply.body

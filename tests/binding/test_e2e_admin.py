@@ -4,15 +4,10 @@ requests."""
 
 from __future__ import annotations
 
-import json
-import re
-import time
-import urllib.error
-import urllib.request
-
 import pytest
 
 from sglang_fair.testing.server import LocalServer
+from tests.support.http import call, client_metric, metric, metrics_text, samples, wait_until
 
 pytestmark = pytest.mark.server
 
@@ -20,25 +15,17 @@ ADMIN = "admin-secret"
 
 
 def _call(server, path: str, body: dict | None = None, key: str | None = ADMIN, client: str | None = None):
-    headers = {"Content-Type": "application/json"}
+    headers = {}
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
     if client is not None:
         headers["X-Client-Id"] = client
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(server.url(path), data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+    reply = call(server.url(path), body, headers)
+    return reply.status, reply.json()
 
 
 def _series(server, name: str, client: str) -> float | None:
-    with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
-        text = resp.read().decode()
-    found = re.findall(rf'^sglang_fair_{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
-    return sum(float(v) for v in found) if found else None  # summed over dp ranks
+    return client_metric(metrics_text(server), name, client)  # summed over dp ranks
 
 
 def _after_request(server, client: str, service_before: float) -> tuple[float, float]:
@@ -46,14 +33,11 @@ def _after_request(server, client: str, service_before: float) -> tuple[float, f
     status, _ = _call(server, "/generate", {"input_ids": list(range(1, 60)), "sampling_params": {"max_new_tokens": 8}},
                       key=None, client=client)
     assert status == 200
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        service = _series(server, "client_service_total", client)
-        running = _series(server, "client_running_requests", client)
-        if service is not None and service > service_before and running == 0:
-            return _series(server, "client_policy_state", client), service
-        time.sleep(0.25)
-    raise AssertionError(f"/metrics never showed {client}'s request")
+    text = wait_until(lambda: metrics_text(server),
+                      lambda text: (client_metric(text, "client_service_total", client) or 0) > service_before
+                      and client_metric(text, "client_running_requests", client) == 0,
+                      timeout_s=15, what=f"/metrics showing {client}'s request")
+    return client_metric(text, "client_policy_state", client), client_metric(text, "client_service_total", client)
 
 
 def test_settings_change_at_run_time_with_the_admin_key_only():
@@ -85,8 +69,7 @@ def test_settings_change_at_run_time_with_the_admin_key_only():
         counter2, service2 = _after_request(server, "alice", service)
         assert counter - counter2 == pytest.approx((service2 - service) / 4)
         assert _series(server, "client_weight", "alice") == 4.0
-        with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
-            assert re.search(r'^sglang_fair_quantum\{dp_rank="0"\} 100000(\.0)?$', resp.read().decode(), re.M)
+        assert metric(metrics_text(server), "sglang_fair_quantum", dp_rank="0") == 100000
 
         # null removes alice's weight: back to the default share.
         status, body = _call(server, "/fair/settings", {"client_weights": {"alice": None}})
@@ -131,15 +114,11 @@ def test_under_dp_every_rank_and_the_router_take_the_change():
         assert status == 200
         # The d2lpm_global router's cluster-wide DLPM refilled alice by the new quantum and
         # charged her service at weight 2, as the worker that served her measured it.
-        deadline, seen = time.monotonic() + 20, None
-        while time.monotonic() < deadline:
-            service = _series(server, "client_service_total", "alice")
-            with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
-                found = re.findall(r'^sglang_fair_router_client_global_deficit\{client="alice"\} (\S+)$',
-                                   resp.read().decode(), re.M)
-            seen = (service, found)
-            if service and found and float(found[0]) == pytest.approx(3000 - service / 2):
-                break
-            time.sleep(0.5)
-        else:
-            raise AssertionError(f"router deficit never matched 3000 - service / 2: {seen}")
+        def service_and_deficit():
+            text = metrics_text(server)
+            return (client_metric(text, "client_service_total", "alice"),
+                    samples(text, "sglang_fair_router_client_global_deficit", client="alice"))
+
+        wait_until(service_and_deficit,
+                   lambda seen: bool(seen[0] and seen[1]) and seen[1][0] == pytest.approx(3000 - seen[0] / 2),
+                   timeout_s=20, interval_s=0.5, what="router deficit == 3000 - service / 2")

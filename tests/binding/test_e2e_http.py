@@ -5,28 +5,22 @@ stock SGLang (the plugin's hooks) and on one built from patches/ (the same calls
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
 from sglang_fair.testing.server import LocalServer
+from tests.support.http import call
 from tests.support.patched_sglang import build_patched_tree, patched_env
 
 pytestmark = pytest.mark.server
 
 
 def _post(server, client: str, headers: dict | None = None, input_ids=tuple(range(1, 30))):
-    body = json.dumps({"input_ids": list(input_ids), "sampling_params": {"max_new_tokens": 2}}).encode()
-    req = urllib.request.Request(server.url("/generate"), data=body,
-                                 headers={"Content-Type": "application/json", "X-Client-Id": client, **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status, {k.lower(): v for k, v in resp.headers.items()}
-    except urllib.error.HTTPError as err:
-        return err.code, {k.lower(): v for k, v in err.headers.items()}
+    body = {"input_ids": list(input_ids), "sampling_params": {"max_new_tokens": 2}}
+    reply = call(server.url("/generate"), body, {"X-Client-Id": client, **(headers or {})})
+    return reply.status, reply.headers
 
 
 @pytest.fixture(scope="module", params=["stock", "patched"])
@@ -65,12 +59,8 @@ def test_throttle_answers_429_with_retry_after(server):
 
 
 def _raw_post(server, body: bytes) -> tuple[int, str]:
-    req = urllib.request.Request(server.url("/generate"), data=body, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
+    reply = call(server.url("/generate"), body, timeout=60)
+    return reply.status, reply.body.decode()
 
 
 @pytest.mark.parametrize("body, named", [
