@@ -16,8 +16,6 @@ import json
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 
 import psutil
 import pytest
@@ -33,15 +31,16 @@ PREFIX = [7 + (i % 900) for i in range(400)]
 ADMIN_KEY = "admin-secret"
 
 
-@pytest.fixture(scope="module", params=["process", "ray"])
-def server(request):
+@contextlib.contextmanager
+def _launched(backend: str):
+    """The stock launcher with the d2lpm router over two workers, as processes or Ray actors."""
     env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p)}
     if "SGLANG_FAIR_ROUTER_KV_PORT" in os.environ:
         env["SGLANG_FAIR_ROUTER_KV_PORT"] = os.environ["SGLANG_FAIR_ROUTER_KV_PORT"]
     args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm", "--enable-metrics",
             "--admin-api-key", ADMIN_KEY]
     with contextlib.ExitStack() as stack:
-        if request.param == "ray":
+        if backend == "ray":
             pytest.importorskip("ray")
             from sglang_fair.testing.ray_cluster import ray_backend
 
@@ -49,6 +48,13 @@ def server(request):
             args += ray_args
             env.update(ray_env)
         yield stack.enter_context(LocalServer(extra_args=args, skip_tokenizer_init=True, env=env))
+
+
+@pytest.fixture(scope="module", params=["process", "ray"])
+def server(request):
+    """Shared by this module's tests that leave both workers alive."""
+    with _launched(request.param) as launched:
+        yield launched
 
 
 def generate(server: LocalServer, ids: list[int], client: str, max_new: int = 4, timeout: float = 120.0) -> dict:
@@ -87,17 +93,15 @@ def test_a_flooding_client_does_not_starve_a_light_one(server: LocalServer) -> N
 
 
 def test_router_state_is_on_metrics(server: LocalServer) -> None:
-    # After the tests above, nothing is in flight and alice has D²LPM deficits.
-    deadline = time.monotonic() + 10
-    while True:
-        with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
-            text = reply.read().decode()
+    # Once its request is answered, nothing is in flight and the client has D²LPM deficits.
+    generate(server, [(7 * i) % 1000 + 1 for i in range(40)], "metered")
+
+    def idle(text: str) -> bool:
         inflight = re.findall(r'^sglang_fair_router_inflight_requests\{dp_rank="(\d)"\} (\S+)$', text, re.M)
-        if sorted(inflight) == [("0", "0.0"), ("1", "0.0")] or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert sorted(inflight) == [("0", "0.0"), ("1", "0.0")], inflight
-    assert re.search(r'^sglang_fair_router_client_deficit\{client="alice",dp_rank="\d"\} ', text, re.M)
+        return sorted(inflight) == [("0", "0.0"), ("1", "0.0")]
+
+    text = wait_until(lambda: metrics_text(server), idle, timeout_s=10, interval_s=1, what="no request in flight")
+    assert re.search(r'^sglang_fair_router_client_deficit\{client="metered",dp_rank="\d"\} ', text, re.M)
     assert re.search(r'^sglang_fair_router_worker_alive\{dp_rank="1"\} 1\.0$', text, re.M)
 
 
@@ -120,11 +124,17 @@ def _wait_for_inflight(server: LocalServer, rank: int, busy: bool = True, timeou
                f"{'a' if busy else 'no'} request in flight on worker {rank}")
 
 
-def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: LocalServer) -> None:
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(backend: str) -> None:
+    # A server of its own: this test kills a worker, then stops the server.
+    with _launched(backend) as server:
+        _kill_a_worker_and_stop(server)
+
+
+def _kill_a_worker_and_stop(server: LocalServer) -> None:
     pids = _worker_pids(server)
     assert set(pids) == {0, 1}, pids
     assert _http_get(server, "/health")[0] == 200
-    # The gauge is refreshed about once a second: it may still show the previous test's requests.
     _wait_for_inflight(server, rank=1, busy=False)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         # Long enough that a quiet machine is still decoding them when the worker dies.

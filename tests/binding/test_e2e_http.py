@@ -12,6 +12,7 @@ import yaml
 
 from sglang_fair.testing.server import LocalServer
 from tests.support.http import call
+from tests.support.servers import FAIRSERVE_CONFIG
 from tests.support.patched_sglang import build_patched_tree, patched_env
 
 pytestmark = pytest.mark.server
@@ -23,19 +24,29 @@ def _post(server, client: str, headers: dict | None = None, input_ids=tuple(rang
     return reply.status, reply.headers
 
 
-@pytest.fixture(scope="module", params=["stock", "patched"])
-def server(request, tmp_path_factory):
+def _check_build(server: LocalServer, via: str) -> LocalServer:
+    log = Path(server.log_path).read_text()
+    assert "schedule policy fairserve (gated), quantum=" in log
+    assert f"via {via}" in log  # the build this parameter means ran
+    return server
+
+
+@pytest.fixture(scope="module")
+def patched_server(tmp_path_factory):
     config = tmp_path_factory.mktemp("fairserve") / "fairserve.yaml"
-    # Treat the server as always overloaded, and allow one request per user per minute.
-    config.write_text(yaml.safe_dump({"fairserve": {"overload_kv_usage": 0.0, "user_limit": 1, "window_s": 60}}))
+    config.write_text(yaml.safe_dump(FAIRSERVE_CONFIG))
     args = ["--policy", "fairserve", "--fair-policy-config", str(config)]
-    env = patched_env(build_patched_tree(tmp_path_factory.mktemp("sglang"))) if request.param == "patched" else {}
+    env = patched_env(build_patched_tree(tmp_path_factory.mktemp("sglang")))
     with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True, env=env) as server:
-        via = "the patched SGLang source (patches/)" if request.param == "patched" else "the plugin's hooks"
-        log = Path(server.log_path).read_text()
-        assert "schedule policy fairserve (gated), quantum=" in log
-        assert f"via {via}" in log  # the build this parameter means ran
-        yield server
+        yield _check_build(server, "the patched SGLang source (patches/)")
+
+
+# The stock build is the shared fairserve server (tests/binding/conftest.py); the patched one is this module's.
+@pytest.fixture(params=["stock", "patched"])
+def server(request):
+    if request.param == "stock":
+        return _check_build(request.getfixturevalue("fairserve_server"), "the plugin's hooks")
+    return request.getfixturevalue("patched_server")
 
 
 def test_out_of_vocabulary_ids_are_refused_and_the_server_survives(server):

@@ -51,8 +51,9 @@ def _states_by_rank(info: dict) -> dict:
     return {state.get("dp_rank", (state.get("fair") or {}).get("dp_rank")): state for state in info["internal_states"]}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def server():
+    """A server of the test's own: it stops a worker, kills it, then stops the server."""
     env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p),
            settings.STATE_DEADLINE_ENV: str(DEADLINE_S)}
     args = ["--policy", "dlpm", "--dp", "2", "--admin-api-key", ADMIN["Authorization"].split()[1]]
