@@ -96,7 +96,8 @@ def client_metric(text: str, name: str, client: str) -> float | None:
 
 def wait_until(read: Callable[[], T], ok: Callable[[T], bool], timeout_s: float = 30.0, interval_s: float = 0.25,
                what: str = "condition") -> T:
-    """Call ``read`` until ``ok(value)`` holds and return that value; AssertionError with the last one at the deadline."""
+    """Call ``read`` until ``ok(value)`` holds and return that value; at the deadline, AssertionError
+    with the last reading."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = read()
