@@ -1,13 +1,63 @@
-"""Shared fixtures. Keep this small: fixtures used by one directory live there."""
+"""Shared fixtures. Keep this small: fixtures used by one directory live there.
+
+Real servers (tests marked ``server``) are slow to start, so tests that need
+the same flags share one: ask ``server_pool`` (tests/support/servers.py) for a
+server by its settings and it starts it once per session, on first use, and
+stops it when the session ends. The shared servers used by more than one directory are defined here
+(``dlpm_dp2_server``), the others in their directory's conftest.py. A test on
+a shared server must leave it as it found it (restore what it changed at run
+time, e.g. through ``/fair/settings``) and never stop it or kill its workers:
+a test that does launches its own ``LocalServer``. The session's summary says
+how many servers this process launched.
+"""
+
+from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
+from sglang_fair.testing import server as server_module
+from sglang_fair.testing.server import LocalServer
 from sglang_fair.tiny_cpu import write_tiny_model
+from tests.support.servers import ADMIN_KEY, ServerPool
+
+_launches: list[str] = []
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight Llama model directory (config + tokenizer; serve with --load-format dummy)."""
     return write_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def server_pool():
+    pool = ServerPool()
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture
+def dlpm_dp2_server(server_pool: ServerPool) -> LocalServer:
+    """``--policy dlpm --dp 2`` (the cluster-wide router) with metrics and the admin API, shared."""
+    args = ["--policy", "dlpm", "--dp", "2", "--enable-metrics", "--admin-api-key", ADMIN_KEY]
+    return server_pool.get(args, module="sglang_fair.launch_server", skip_tokenizer_init=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    start = LocalServer.start
+    if getattr(start, "_counted", False):
+        return
+
+    def counted_start(self: LocalServer) -> LocalServer:
+        _launches.append(" ".join(map(str, self.extra_args)) or "(no extra args)")
+        return start(self)
+
+    counted_start._counted = True  # type: ignore[attr-defined]
+    server_module.LocalServer.start = counted_start  # type: ignore[method-assign]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if _launches:
+        terminalreporter.write_line(f"real servers launched by this process: {len(_launches)}")

@@ -1,4 +1,5 @@
-"""Fixtures for tests that use SGLang's real classes in-process (marked ``engine``)."""
+"""Fixtures for tests that use SGLang's real classes in-process (marked ``engine``), and the real
+servers (marked ``server``) that the tests under tests/binding share (see tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import json
 import os
 
 import pytest
+import yaml
+
+from tests.support.servers import ADMIN_KEY, FAIRSERVE_CONFIG, FAULTS
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +42,24 @@ def _restore_fair_environment():
     for key in [key for key in os.environ if key.startswith("SGLANG_FAIR_") and key not in saved]:
         del os.environ[key]
     os.environ.update(saved)
+
+
+@pytest.fixture
+def dlpm_server(server_pool):
+    """One worker under ``--policy dlpm``, with metrics and the admin API, shared by the tests that need
+    nothing else. Its processes carry the test faults (``tests/support/fault_injection``), which only
+    requests of the clients ``boom`` and ``bang`` set off."""
+    env = {"SGLANG_FAIR_TEST_FAULTS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(FAULTS), os.environ.get("PYTHONPATH")]))}
+    args = ["--policy", "dlpm", "--enable-metrics", "--admin-api-key", ADMIN_KEY]
+    return server_pool.get(args, env=env, module="sglang_fair.launch_server", skip_tokenizer_init=True)
+
+
+@pytest.fixture
+def fairserve_server(server_pool, tmp_path_factory):
+    """One worker under ``--policy fairserve`` with the throttle of ``FAIRSERVE_CONFIG`` and no admin key, shared."""
+    config = tmp_path_factory.getbasetemp() / "fairserve-shared.yaml"
+    if not config.exists():
+        config.write_text(yaml.safe_dump(FAIRSERVE_CONFIG))
+    args = ["--policy", "fairserve", "--fair-policy-config", str(config)]
+    return server_pool.get(args, module="sglang_fair.launch_server", skip_tokenizer_init=True)

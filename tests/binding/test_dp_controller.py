@@ -16,8 +16,6 @@ import json
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 
 import psutil
 import pytest
@@ -27,20 +25,22 @@ pytestmark = pytest.mark.server
 from sglang_fair import cpu_standins  # noqa: E402
 from sglang_fair.testing.server import LocalServer  # noqa: E402
 from tests.binding.flood import run_flood  # noqa: E402
+from tests.support.http import call, metric, metrics_text, wait_until  # noqa: E402
 
 PREFIX = [7 + (i % 900) for i in range(400)]
 ADMIN_KEY = "admin-secret"
 
 
-@pytest.fixture(scope="module", params=["process", "ray"])
-def server(request):
+@contextlib.contextmanager
+def _launched(backend: str):
+    """The stock launcher with the d2lpm router over two workers, as processes or Ray actors."""
     env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p)}
     if "SGLANG_FAIR_ROUTER_KV_PORT" in os.environ:
         env["SGLANG_FAIR_ROUTER_KV_PORT"] = os.environ["SGLANG_FAIR_ROUTER_KV_PORT"]
     args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm", "--enable-metrics",
             "--admin-api-key", ADMIN_KEY]
     with contextlib.ExitStack() as stack:
-        if request.param == "ray":
+        if backend == "ray":
             pytest.importorskip("ray")
             from sglang_fair.testing.ray_cluster import ray_backend
 
@@ -48,6 +48,13 @@ def server(request):
             args += ray_args
             env.update(ray_env)
         yield stack.enter_context(LocalServer(extra_args=args, skip_tokenizer_init=True, env=env))
+
+
+@pytest.fixture(scope="module", params=["process", "ray"])
+def server(request):
+    """Shared by this module's tests that leave both workers alive."""
+    with _launched(request.param) as launched:
+        yield launched
 
 
 def generate(server: LocalServer, ids: list[int], client: str, max_new: int = 4, timeout: float = 120.0) -> dict:
@@ -86,17 +93,15 @@ def test_a_flooding_client_does_not_starve_a_light_one(server: LocalServer) -> N
 
 
 def test_router_state_is_on_metrics(server: LocalServer) -> None:
-    # After the tests above, nothing is in flight and alice has D²LPM deficits.
-    deadline = time.monotonic() + 10
-    while True:
-        with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
-            text = reply.read().decode()
+    # Once its request is answered, nothing is in flight and the client has D²LPM deficits.
+    generate(server, [(7 * i) % 1000 + 1 for i in range(40)], "metered")
+
+    def idle(text: str) -> bool:
         inflight = re.findall(r'^sglang_fair_router_inflight_requests\{dp_rank="(\d)"\} (\S+)$', text, re.M)
-        if sorted(inflight) == [("0", "0.0"), ("1", "0.0")] or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert sorted(inflight) == [("0", "0.0"), ("1", "0.0")], inflight
-    assert re.search(r'^sglang_fair_router_client_deficit\{client="alice",dp_rank="\d"\} ', text, re.M)
+        return sorted(inflight) == [("0", "0.0"), ("1", "0.0")]
+
+    text = wait_until(lambda: metrics_text(server), idle, timeout_s=10, interval_s=1, what="no request in flight")
+    assert re.search(r'^sglang_fair_router_client_deficit\{client="metered",dp_rank="\d"\} ', text, re.M)
     assert re.search(r'^sglang_fair_router_worker_alive\{dp_rank="1"\} 1\.0$', text, re.M)
 
 
@@ -107,34 +112,29 @@ def _worker_pids(server: LocalServer) -> dict[int, int]:
 
 
 def _post(server: LocalServer, ids: list[int], client: str, max_new: int) -> tuple[int, dict]:
-    body = json.dumps({"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}}).encode()
-    request = urllib.request.Request(server.url("/generate"), data=body,
-                                     headers={"Content-Type": "application/json", "X-Client-Id": client})
-    try:
-        with urllib.request.urlopen(request, timeout=180) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}}
+    reply = call(server.url("/generate"), body, {"X-Client-Id": client}, timeout=180)
+    return reply.status, reply.json({})
 
 
 def _wait_for_inflight(server: LocalServer, rank: int, busy: bool = True, timeout_s: float = 60.0) -> None:
     """Until the router's gauge shows requests in flight on ``rank`` (``busy``), or none."""
-    pattern = re.compile(rf'^sglang_fair_router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$', re.M)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
-            found = pattern.search(reply.read().decode())
-        if (float(found.group(1)) > 0 if found else False) == busy:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{'no' if busy else 'still a'} request in flight on worker {rank} after {timeout_s:.0f} s")
+    wait_until(lambda: metric(metrics_text(server), "sglang_fair_router_inflight_requests", dp_rank=str(rank)),
+               lambda found: (found is not None and found > 0) == busy, timeout_s, 0.2,
+               f"{'a' if busy else 'no'} request in flight on worker {rank}")
 
 
-def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: LocalServer) -> None:
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(backend: str) -> None:
+    # A server of its own: this test kills a worker, then stops the server.
+    with _launched(backend) as server:
+        _kill_a_worker_and_stop(server)
+
+
+def _kill_a_worker_and_stop(server: LocalServer) -> None:
     pids = _worker_pids(server)
     assert set(pids) == {0, 1}, pids
     assert _http_get(server, "/health")[0] == 200
-    # The gauge is refreshed about once a second: it may still show the previous test's requests.
     _wait_for_inflight(server, rank=1, busy=False)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         # Long enough that a quiet machine is still decoding them when the worker dies.
@@ -188,9 +188,5 @@ def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(server: Lo
 
 
 def _http_get(server: LocalServer, path: str, headers: dict | None = None) -> tuple[int, bytes]:
-    try:
-        request = urllib.request.Request(server.url(path), headers=headers or {})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+    reply = call(server.url(path), headers=headers, timeout=60)
+    return reply.status, reply.body

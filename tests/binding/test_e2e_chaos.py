@@ -23,6 +23,7 @@ import pytest
 
 from sglang_fair.testing.server import LocalServer
 from tests.binding.hostile import hostile_requests
+from tests.support.http import call, metric, metrics_text
 
 pytestmark = pytest.mark.server
 
@@ -30,17 +31,8 @@ FLOOD, LIGHT, HANG_UPS, HOSTILE, DIRECT = 24, 8, 6, 30, 16
 
 
 def _post(server: LocalServer, body: bytes, headers: dict | None = None, timeout: float = 240) -> tuple[int, dict]:
-    request = urllib.request.Request(server.url("/generate"), data=body,
-                                     headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        raw = err.read()
-        try:
-            return err.code, json.loads(raw or b"{}")
-        except ValueError:
-            return err.code, {"raw": raw.decode(errors="replace")}
+    reply = call(server.url("/generate"), body, headers, timeout=timeout)
+    return reply.status, reply.json_or_raw()
 
 
 def _generation(client: str, ids: list[int], max_new: int, rank: int | None = None) -> tuple[bytes, dict]:
@@ -69,10 +61,7 @@ def _worker_pids(server: LocalServer) -> dict[int, int]:
 
 
 def _inflight(server: LocalServer, rank: int) -> float:
-    with urllib.request.urlopen(server.url("/metrics"), timeout=60) as reply:
-        found = re.search(rf'^sglang_fair_router_inflight_requests\{{dp_rank="{rank}"\}} (\S+)$',
-                          reply.read().decode(), re.M)
-    return float(found.group(1)) if found else 0.0
+    return metric(metrics_text(server), "sglang_fair_router_inflight_requests", dp_rank=str(rank)) or 0.0
 
 
 def _one_answer(status: int, body: dict) -> bool:
@@ -89,13 +78,8 @@ def _served_or_died(status: int, body: dict) -> bool:
 
 
 def _info_call(server: LocalServer) -> tuple[int, float]:
-    started = time.monotonic()
-    try:
-        with urllib.request.urlopen(server.url("/server_info"), timeout=60) as reply:
-            status = reply.status
-    except urllib.error.HTTPError as err:
-        status = err.code
-    return status, time.monotonic() - started
+    reply = call(server.url("/server_info"), timeout=60)
+    return reply.status, reply.elapsed_s
 
 
 def test_chaos_every_request_is_answered_once_and_the_survivor_serves(tmp_path):

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import re
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 from sglang_fair.testing.server import LocalServer
+from tests.support.http import call, client_metric, metrics_text, wait_until
 
 pytestmark = pytest.mark.server
 
@@ -18,13 +14,8 @@ ALICE, BOB = "sk-alice-3f9c1e2a7b", "sk-bob-8d41aa0c2e"
 
 
 def _post(server, path: str, body: dict, headers: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(server.url(path), data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json", **headers})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
+    reply = call(server.url(path), body, headers)
+    return reply.status, reply.json({})
 
 
 def test_the_key_decides_who_is_charged(tmp_path):
@@ -42,14 +33,11 @@ def test_the_key_decides_who_is_charged(tmp_path):
         chat = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "user": "bob"}
         assert _post(server, "/v1/chat/completions", chat, {"Authorization": f"Bearer {ALICE}"})[0] == 200
         assert _post(server, "/v1/chat/completions", chat, {})[0] == 401
-        outputs = {}
-        for _ in range(20):  # gauges refresh once a second
-            with urllib.request.urlopen(server.url("/metrics"), timeout=30) as reply:
-                text = reply.read().decode()
-            pattern = r'^sglang_fair_client_output_tokens_total\{client="([^"]+)"[^}]*\} (\S+)$'
-            outputs = dict(re.findall(pattern, text, re.M))
-            if all(float(outputs.get(client, 0)) >= 2.0 for client in ("alice", "bob")):
-                break
-            time.sleep(0.5)
+        # Gauges refresh once a second: wait until both clients' output counters show up.
+        text = wait_until(lambda: metrics_text(server, timeout=30),
+                          lambda text: all((client_metric(text, "client_output_tokens_total", client) or 0) >= 2.0
+                                           for client in ("alice", "bob")),
+                          timeout_s=10, interval_s=0.5, what="output counters for alice and bob")
+        outputs = {client: client_metric(text, "client_output_tokens_total", client) for client in ("alice", "bob")}
         # Each was charged exactly its own generation: 2 output tokens, not the other's.
-        assert float(outputs["bob"]) == 2.0 and float(outputs["alice"]) == 2.0, outputs
+        assert outputs["bob"] == 2.0 and outputs["alice"] == 2.0, outputs

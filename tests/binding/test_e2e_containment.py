@@ -10,38 +10,22 @@ Two lines of defence, each tested on a real CPU server running DLPM:
 
 from __future__ import annotations
 
-import os
-import urllib.error
-import urllib.request
-from pathlib import Path
-
 import pytest
 
-from sglang_fair.testing.server import LocalServer
 from tests.binding.hostile import generate_body, hostile_requests
+from tests.support.http import call
 
 pytestmark = pytest.mark.server
 
-FAULTS = Path(__file__).resolve().parents[1] / "support" / "fault_injection"
-
-
-@pytest.fixture(scope="module")
-def server():
-    env = {"SGLANG_FAIR_TEST_FAULTS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(FAULTS), os.environ.get("PYTHONPATH")]))}
-    with LocalServer(module="sglang_fair.launch_server", extra_args=["--policy", "dlpm"], env=env,
-                     skip_tokenizer_init=True) as server:
-        yield server
+@pytest.fixture
+def server(dlpm_server):
+    """The shared DLPM server (tests/binding/conftest.py), whose processes carry the injected faults."""
+    return dlpm_server
 
 
 def _post(server, body: bytes, headers: dict) -> tuple[int, bytes]:
-    req = urllib.request.Request(server.url("/generate"), data=body, headers={"Content-Type": "application/json",
-                                                                               **headers})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
+    reply = call(server.url("/generate"), body, headers)
+    return reply.status, reply.body
 
 
 def _serves(server, client: str = "alice") -> bool:

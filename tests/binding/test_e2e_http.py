@@ -5,43 +5,48 @@ stock SGLang (the plugin's hooks) and on one built from patches/ (the same calls
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
 from sglang_fair.testing.server import LocalServer
+from tests.support.http import call
+from tests.support.servers import FAIRSERVE_CONFIG
 from tests.support.patched_sglang import build_patched_tree, patched_env
 
 pytestmark = pytest.mark.server
 
 
 def _post(server, client: str, headers: dict | None = None, input_ids=tuple(range(1, 30))):
-    body = json.dumps({"input_ids": list(input_ids), "sampling_params": {"max_new_tokens": 2}}).encode()
-    req = urllib.request.Request(server.url("/generate"), data=body,
-                                 headers={"Content-Type": "application/json", "X-Client-Id": client, **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status, {k.lower(): v for k, v in resp.headers.items()}
-    except urllib.error.HTTPError as err:
-        return err.code, {k.lower(): v for k, v in err.headers.items()}
+    body = {"input_ids": list(input_ids), "sampling_params": {"max_new_tokens": 2}}
+    reply = call(server.url("/generate"), body, {"X-Client-Id": client, **(headers or {})})
+    return reply.status, reply.headers
 
 
-@pytest.fixture(scope="module", params=["stock", "patched"])
-def server(request, tmp_path_factory):
+def _check_build(server: LocalServer, via: str) -> LocalServer:
+    log = Path(server.log_path).read_text()
+    assert "schedule policy fairserve (gated), quantum=" in log
+    assert f"via {via}" in log  # the build this parameter means ran
+    return server
+
+
+@pytest.fixture(scope="module")
+def patched_server(tmp_path_factory):
     config = tmp_path_factory.mktemp("fairserve") / "fairserve.yaml"
-    # Treat the server as always overloaded, and allow one request per user per minute.
-    config.write_text(yaml.safe_dump({"fairserve": {"overload_kv_usage": 0.0, "user_limit": 1, "window_s": 60}}))
+    config.write_text(yaml.safe_dump(FAIRSERVE_CONFIG))
     args = ["--policy", "fairserve", "--fair-policy-config", str(config)]
-    env = patched_env(build_patched_tree(tmp_path_factory.mktemp("sglang"))) if request.param == "patched" else {}
+    env = patched_env(build_patched_tree(tmp_path_factory.mktemp("sglang")))
     with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True, env=env) as server:
-        via = "the patched SGLang source (patches/)" if request.param == "patched" else "the plugin's hooks"
-        log = Path(server.log_path).read_text()
-        assert "schedule policy fairserve (gated), quantum=" in log
-        assert f"via {via}" in log  # the build this parameter means ran
-        yield server
+        yield _check_build(server, "the patched SGLang source (patches/)")
+
+
+# The stock build is the shared fairserve server (tests/binding/conftest.py); the patched one is this module's.
+@pytest.fixture(params=["stock", "patched"])
+def server(request):
+    if request.param == "stock":
+        return _check_build(request.getfixturevalue("fairserve_server"), "the plugin's hooks")
+    return request.getfixturevalue("patched_server")
 
 
 def test_out_of_vocabulary_ids_are_refused_and_the_server_survives(server):
@@ -65,12 +70,8 @@ def test_throttle_answers_429_with_retry_after(server):
 
 
 def _raw_post(server, body: bytes) -> tuple[int, str]:
-    req = urllib.request.Request(server.url("/generate"), data=body, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
+    reply = call(server.url("/generate"), body, timeout=60)
+    return reply.status, reply.body.decode()
 
 
 @pytest.mark.parametrize("body, named", [

@@ -10,14 +10,11 @@ with SGLang's default scheduler and with mixed chunks (``--enable-mixed-chunk``)
 from __future__ import annotations
 
 import asyncio
-import re
-import time
-import urllib.request
-
 import aiohttp
 import pytest
 
 from sglang_fair.testing.server import LocalServer
+from tests.support.http import client_metric, metrics_text, wait_until
 
 pytestmark = pytest.mark.server
 
@@ -44,9 +41,19 @@ async def _traffic(url: str) -> tuple[list[dict], list[dict]]:
 
 
 def _metric(text: str, name: str, client: str) -> float:
-    found = re.findall(rf'^sglang_fair_{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
-    assert found, f"{name} for {client} not on /metrics"
-    return sum(float(v) for v in found)
+    found = client_metric(text, name, client)
+    assert found is not None, f"{name} for {client} not on /metrics"
+    return found
+
+
+def _settled_metrics(server: LocalServer, flood: list[dict], light: list[dict]) -> str:
+    """/metrics once its per-client counters (refreshed once a second) have caught up with every reply."""
+    def caught_up(text: str) -> bool:
+        return all((client_metric(text, "client_output_tokens_total", client) or 0)
+                   >= sum(r["meta_info"]["completion_tokens"] for r in replies)
+                   for client, replies in (("flooder", flood), ("light", light)))
+    return wait_until(lambda: metrics_text(server, timeout=30), caught_up, timeout_s=30, interval_s=0.5,
+                      what="per-client output counters covering every reply")
 
 
 # Also with SGLang's mixed chunks, which decode the running batch inside prefills that
@@ -59,9 +66,7 @@ def isolated_run(request):
     with LocalServer(module="sglang_fair.launch_server", extra_args=args, max_total_tokens=4096,
                      skip_tokenizer_init=True) as server:
         flood, light = asyncio.run(_traffic(server.base_url))
-        time.sleep(2.0)  # per-client gauges refresh once a second
-        with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
-            metrics = resp.read().decode()
+        metrics = _settled_metrics(server, flood, light)
     return flood, light, metrics
 
 

@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import json
-import re
-import time
 import urllib.request
 
 import pytest
 
-from sglang_fair.testing.server import LocalServer
+from tests.support.http import client_metric, metrics_text, wait_until
 
 pytestmark = pytest.mark.server
 
 
 def _gauge(server, name: str, client: str) -> float | None:
-    with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
-        text = resp.read().decode()
-    found = re.findall(rf'^sglang_fair_{name}\{{[^}}]*client="{client}"[^}}]*\}} (\S+)$', text, re.M)
-    return sum(float(v) for v in found) if found else None
+    return client_metric(metrics_text(server, timeout=30), name, client)
 
 
 def _abandoned_stream(server, client: str) -> None:
@@ -32,17 +27,13 @@ def _abandoned_stream(server, client: str) -> None:
     resp.close()
 
 
-def test_running_gauge_returns_to_zero_within_seconds_after_aborted_streams():
-    args = ["--policy", "dlpm", "--enable-metrics"]
-    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True) as server:
-        for _ in range(3):
-            _abandoned_stream(server, "streamer")
-        deadline = time.monotonic() + 10.0  # SGLang notices the hang-up, aborts, then the idle tick refreshes
-        running = None
-        while time.monotonic() < deadline:
-            running = _gauge(server, "client_running_requests", "streamer")
-            if running == 0 and _gauge(server, "client_queued_requests", "streamer") == 0:
-                break
-            time.sleep(0.25)
-        assert running == 0, f"client_running_requests still {running} on an idle server"
-        assert _gauge(server, "client_output_tokens_total", "streamer") > 0
+def test_running_gauge_returns_to_zero_within_seconds_after_aborted_streams(dlpm_server):
+    server = dlpm_server  # --policy dlpm --enable-metrics, shared
+    for _ in range(3):
+        _abandoned_stream(server, "streamer")
+    # SGLang notices the hang-up, aborts, then the idle tick refreshes: within 10 s.
+    wait_until(lambda: (_gauge(server, "client_running_requests", "streamer"),
+                        _gauge(server, "client_queued_requests", "streamer")),
+               lambda gauges: gauges == (0, 0), timeout_s=10.0,
+               what="client_running_requests and client_queued_requests at 0 on an idle server")
+    assert _gauge(server, "client_output_tokens_total", "streamer") > 0

@@ -19,13 +19,10 @@ time:
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import os
 import re
 import signal
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -34,20 +31,15 @@ pytestmark = pytest.mark.server
 from sglang_fair import cpu_standins  # noqa: E402
 from sglang_fair.binding.common import settings  # noqa: E402
 from sglang_fair.testing.server import LocalServer  # noqa: E402
+from tests.support.http import call  # noqa: E402
 
 ADMIN = {"Authorization": "Bearer death-key"}
 DEADLINE_S = 3.0
 
 
 def _get(server: LocalServer, path: str, headers: dict | None = None, timeout: float = 60) -> tuple[int, dict, float]:
-    started = time.monotonic()
-    request = urllib.request.Request(server.url(path), headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            status, raw = reply.status, reply.read()
-    except urllib.error.HTTPError as err:
-        status, raw = err.code, err.read()
-    return status, json.loads(raw or b"{}"), time.monotonic() - started
+    reply = call(server.url(path), headers=headers, timeout=timeout)
+    return reply.status, reply.json({}), reply.elapsed_s
 
 
 def _worker_pids(server: LocalServer) -> dict[int, int]:
@@ -59,8 +51,9 @@ def _states_by_rank(info: dict) -> dict:
     return {state.get("dp_rank", (state.get("fair") or {}).get("dp_rank")): state for state in info["internal_states"]}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def server():
+    """A server of the test's own: it stops a worker, kills it, then stops the server."""
     env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p),
            settings.STATE_DEADLINE_ENV: str(DEADLINE_S)}
     args = ["--policy", "dlpm", "--dp", "2", "--admin-api-key", ADMIN["Authorization"].split()[1]]

@@ -67,54 +67,54 @@ def _query(base: str, expr: str) -> list[dict]:
     return answer["data"]["result"]
 
 
-def test_every_dashboard_panel_has_data_from_a_real_server(tmp_path: Path) -> None:
+def test_every_dashboard_panel_has_data_from_a_real_server(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     binary = _prometheus_binary()
-    args = ["--policy", "dlpm", "--enable-metrics", "--dp", "2"]
-    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True) as server:
-        port = pick_free_port()
-        config = tmp_path / "prometheus.yml"
-        target = server.base_url.split("//", 1)[1]
-        config.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sglang-fair\n"
-                          f"    static_configs:\n      - targets: ['{target}']\n")
-        log = (tmp_path / "prometheus.log").open("w")
-        prometheus = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-        stop = threading.Event()
-        sender = threading.Thread(target=_traffic, args=(server, stop), daemon=True)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            sender.start()
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:  # Prometheus up, and scraping the server successfully
-                try:
-                    up = _query(base, 'up{job="sglang-fair"}')
-                except OSError:
-                    up = []
-                if up and up[0]["value"][1] == "1":
-                    break
-                time.sleep(0.5)
-            else:
-                pytest.fail("Prometheus never scraped the server; its log: " + (tmp_path / "prometheus.log").read_text()[-2000:])
-            time.sleep(12)  # a dozen scrapes with traffic, so every rate() has points
-            with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
-                scraped = resp.read().decode()
-            missing = [name for name in sorted(documented_series() - NOT_UNDER_D2LPM_GLOBAL)
-                       if not re.search(rf"^{name}(_bucket|_sum|_count)?[{{ ]", scraped, re.M)]
-            assert not missing, f"documented but not in a real scrape: {missing}"
-            empty = []
-            for panel in panels():
-                for target in panel["targets"]:
-                    if metric_names(target["expr"]) <= NOT_UNDER_D2LPM_GLOBAL:
-                        continue
-                    expr = concrete(target["expr"])
-                    values = [float(series["value"][1]) for series in _query(base, expr)]
-                    if not any(math.isfinite(v) for v in values):
-                        empty.append((panel["title"], expr, values))
-            assert not empty, empty
-        finally:
-            stop.set()
-            prometheus.terminate()
-            prometheus.wait(timeout=30)
-            log.close()
-            sender.join(timeout=120)
+    # --policy dlpm --enable-metrics --dp 2, shared (tests/conftest.py); started once Prometheus is known to be here.
+    server: LocalServer = request.getfixturevalue("dlpm_dp2_server")
+    port = pick_free_port()
+    config = tmp_path / "prometheus.yml"
+    target = server.base_url.split("//", 1)[1]
+    config.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sglang-fair\n"
+                      f"    static_configs:\n      - targets: ['{target}']\n")
+    log = (tmp_path / "prometheus.log").open("w")
+    prometheus = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    stop = threading.Event()
+    sender = threading.Thread(target=_traffic, args=(server, stop), daemon=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        sender.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # Prometheus up, and scraping the server successfully
+            try:
+                up = _query(base, 'up{job="sglang-fair"}')
+            except OSError:
+                up = []
+            if up and up[0]["value"][1] == "1":
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("Prometheus never scraped the server; its log: " + (tmp_path / "prometheus.log").read_text()[-2000:])
+        time.sleep(12)  # a dozen scrapes with traffic, so every rate() has points
+        with urllib.request.urlopen(server.url("/metrics"), timeout=30) as resp:
+            scraped = resp.read().decode()
+        missing = [name for name in sorted(documented_series() - NOT_UNDER_D2LPM_GLOBAL)
+                   if not re.search(rf"^{name}(_bucket|_sum|_count)?[{{ ]", scraped, re.M)]
+        assert not missing, f"documented but not in a real scrape: {missing}"
+        empty = []
+        for panel in panels():
+            for target in panel["targets"]:
+                if metric_names(target["expr"]) <= NOT_UNDER_D2LPM_GLOBAL:
+                    continue
+                expr = concrete(target["expr"])
+                values = [float(series["value"][1]) for series in _query(base, expr)]
+                if not any(math.isfinite(v) for v in values):
+                    empty.append((panel["title"], expr, values))
+        assert not empty, empty
+    finally:
+        stop.set()
+        prometheus.terminate()
+        prometheus.wait(timeout=30)
+        log.close()
+        sender.join(timeout=120)

@@ -5,14 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sglang_fair.core import FairOptions, FairScheduler, RequestState
+from tests.support.clock import FakeClock
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_output_charged_once_per_token_whatever_the_reporting():
@@ -53,7 +47,7 @@ def test_duplicate_request_id_is_refused():
 
 
 def test_idle_clients_are_forgotten_after_the_timeout_and_busy_ones_kept():
-    clock = Clock()
+    clock = FakeClock()
     fair = FairScheduler(FairOptions(policy="vtc", idle_timeout_s=60), clock=clock)
     for i in range(1000):  # many distinct, short-lived clients
         req = fair.enqueue(f"r{i}", f"client{i}", 5)

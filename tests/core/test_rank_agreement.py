@@ -18,6 +18,7 @@ import pytest
 
 from sglang_fair.core import FairOptions, FairScheduler, RequestState
 from sglang_fair.core.stamp_clock import StampClock
+from tests.support.clock import FakeClock
 
 CLIENTS = ("a", "b", "c", "tenant-7", "x@y")
 POLICIES = ("dlpm", "vtc", "fairserve", "justitia")
@@ -26,13 +27,6 @@ POLICY_CONFIG = {
     "justitia": {"job_idle_s": 0.5},
 }
 
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def script(seed: int, length: int = 80) -> list:
@@ -57,7 +51,7 @@ def replay(policy: str, events: list, skewed: bool, stamped: bool = False) -> li
     options = dict(policy=policy, quantum=256.0, idle_timeout_s=1.0)
     if policy in POLICY_CONFIG:
         options["policy_config"] = {policy: POLICY_CONFIG[policy]}
-    local = _Clock()
+    local = FakeClock()
     fair = FairScheduler(FairOptions(**options), clock=StampClock() if stamped else local)
     decisions: list = []
     t = 0.0

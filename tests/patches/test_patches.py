@@ -11,12 +11,11 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.support.http import call, client_metric, metrics_text, wait_until
 from tests.support.patched_sglang import PATCHES_DIR, build_patched_tree, patch_series, patched_env
 
 
@@ -93,16 +92,11 @@ def test_server_from_patched_tree_schedules_with_dlpm(patched_tree):
     with LocalServer(extra_args=["--schedule-policy", "dlpm", "--enable-metrics"], env=patched_env(patched_tree),
                      skip_tokenizer_init=True) as server:
         for client in ("alice", "bob"):
-            body = json.dumps({"input_ids": list(range(1, 60)), "sampling_params": {"max_new_tokens": 4}})
-            req = urllib.request.Request(server.url("/generate"), data=body.encode(),
-                                         headers={"Content-Type": "application/json", "X-Client-Id": client})
-            urllib.request.urlopen(req, timeout=120).read()
+            body = {"input_ids": list(range(1, 60)), "sampling_params": {"max_new_tokens": 4}}
+            reply = call(server.url("/generate"), body, {"X-Client-Id": client})
+            assert reply.status == 200, reply.text
         assert "schedule policy dlpm (gated" in Path(server.log_path).read_text()
         # The series refresh at most once a second, after a batch or on an idle tick (each second).
-        deadline = time.monotonic() + 10
-        while True:
-            metrics = urllib.request.urlopen(server.url("/metrics"), timeout=60).read().decode()
-            if 'sglang_fair_client_input_tokens_total{client="alice"' in metrics or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        assert 'sglang_fair_client_input_tokens_total{client="alice"' in metrics
+        wait_until(lambda: metrics_text(server),
+                   lambda text: client_metric(text, "client_input_tokens_total", "alice") is not None,
+                   timeout_s=10, interval_s=0.3, what="alice's input tokens on /metrics")

@@ -4,21 +4,15 @@ import pytest
 
 from sglang_fair.router import make_router
 from sglang_fair.router.idle import IdleClients
+from tests.support.clock import FakeClock
 
 PER_CLIENT_STATE = {"d2lpm": "deficits", "per_client_round_robin": "_next"}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 def router(name, timeout=600.0, workers=4):
     r = make_router(name, workers, idle_timeout_s=timeout)
-    r.clock = Clock()
+    r.clock = FakeClock()
     return r
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from sglang_fair.bench.backends import make_backend
 from sglang_fair.sim.backend import SimBackend
+from sglang_fair.sim.cluster import SimCluster
 from sglang_fair.sim.costmodel import ProfileError
 from sglang_fair.workloads.model import Call, Program, Workload
 
@@ -61,11 +62,35 @@ def test_shared_prefixes_hit_the_cache():
     assert all(r.cached_tokens >= 300 for r in later_roots)
 
 
-def test_same_seed_same_run_different_seed_same_shape():
+def test_same_seed_same_run_different_seed_same_shape(monkeypatch):
+    sent: list[tuple[str, tuple[int, ...]]] = []
+    submit = SimCluster.submit
+
+    def recording_submit(self, t, req):
+        sent.append((req.rid, req.prompt))
+        return submit(self, t, req)
+
+    monkeypatch.setattr(SimCluster, "submit", recording_submit)
+
+    def run(seed: int):
+        sent.clear()
+        result = SimBackend(policy="dlpm", seed=seed, num_workers=2, router="round_robin").run(wl, progress=False)
+        return [r.to_dict() for r in result.records], dict(sent)
+
     wl = tree_workload(seed=3)
-    a = SimBackend(policy="dlpm", seed=7, num_workers=2, router="round_robin").run(wl, progress=False)
-    b = SimBackend(policy="dlpm", seed=7, num_workers=2, router="round_robin").run(wl, progress=False)
-    assert [r.to_dict() for r in a.records] == [r.to_dict() for r in b.records]
+    a_records, a_prompts = run(7)
+    b_records, b_prompts = run(7)
+    assert a_records == b_records and a_prompts == b_prompts
+    # Another seed synthesizes other output tokens, so the prompts that extend a parent differ
+    # in content; the run has the same shape: the same calls, lengths and token counts.
+    c_records, c_prompts = run(8)
+    assert c_prompts.keys() == a_prompts.keys()
+    assert {rid: len(prompt) for rid, prompt in c_prompts.items()} == {rid: len(p) for rid, p in a_prompts.items()}
+    extended = [rid for rid in a_prompts if not rid.endswith("/0")]
+    assert extended and all(c_prompts[rid] != a_prompts[rid] for rid in extended)
+    assert all(c_prompts[rid] == a_prompts[rid] for rid in a_prompts if rid.endswith("/0"))  # roots: the workload's
+    shape = ("rid", "client", "program_id", "call_index", "prompt_tokens", "output_tokens", "error")
+    assert [{k: r[k] for k in shape} for r in c_records] == [{k: r[k] for k in shape} for r in a_records]
 
 
 def test_small_pool_retracts_and_still_finishes_everything():
@@ -122,9 +147,7 @@ def test_router_gets_completion_cache_and_eviction_feedback(monkeypatch):
             seen["evicted"] += 1
             assert len(tokens) > 0
 
-    from sglang_fair.sim import cluster
-
-    monkeypatch.setattr(cluster, "_overrides", lambda router, method: True)
+    # The cluster's own gate decides which feedback a router gets: the hooks it overrides, only.
     wl = tree_workload(programs=8, out=200)
     backend = SimBackend(policy="fcfs", num_workers=2, kv_pool_tokens=3000, feedback_delay_s=0.01)
     monkeypatch.setattr("sglang_fair.router.make_router", lambda name, n, **kw: Watching(n))
@@ -132,6 +155,17 @@ def test_router_gets_completion_cache_and_eviction_feedback(monkeypatch):
     assert not result.partial
     assert seen["finish"] == wl.num_calls()
     assert seen["cached"] >= 2 * wl.num_calls() and seen["evicted"] > 0
+
+    # A router that overrides neither hook is not sent that feedback (nor made to pay for it).
+    told = []
+    feedback = SimCluster._feedback
+    monkeypatch.setattr(SimCluster, "_feedback", lambda self, delay, fn, *args: (told.append(fn.__name__),
+                                                                                  feedback(self, delay, fn, *args)))
+    monkeypatch.setattr("sglang_fair.router.make_router", lambda name, n, **kw: RoundRobinRouter(n))
+    plain = backend.run(wl, progress=False)
+    assert not plain.partial and len(_ok(plain)) == wl.num_calls()
+    assert told.count("on_finish") == wl.num_calls()
+    assert "on_cached" not in told and "on_evicted" not in told
 
 
 def test_bad_options_are_refused_clearly():

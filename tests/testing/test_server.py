@@ -94,18 +94,22 @@ def test_invalid_request_gets_an_error_and_server_survives(server):
     assert len(_generate(server, _prompt(seed=6, length=8), max_new_tokens=2)["output_ids"]) == 2
 
 
-@pytest.mark.server  # last of the tests sharing `server` on purpose: it shuts it down
-def test_sigterm_shutdown_leaves_no_process(server):
-    pgid = server.pid  # the server leads its own process group
-    assert process_group_alive(pgid)
-    os.kill(pgid, signal.SIGTERM)
-    # SGLang's own handler must stop every process; LocalServer.stop() would SIGKILL leftovers.
-    deadline = time.monotonic() + 30
-    while (server.poll() is None or process_group_alive(pgid)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert server.poll() is not None, "server still running 30 s after SIGTERM"
-    assert not process_group_alive(pgid), "a server child process outlived SIGTERM"
-    server.stop()
+@pytest.mark.server
+def test_sigterm_shutdown_leaves_no_process(tiny_model_dir):
+    # A server of its own: this test shuts it down.
+    server = LocalServer(model_path=tiny_model_dir, max_total_tokens=2048).start()
+    try:
+        pgid = server.pid  # the server leads its own process group
+        assert process_group_alive(pgid)
+        os.kill(pgid, signal.SIGTERM)
+        # SGLang's own handler must stop every process; LocalServer.stop() would SIGKILL leftovers.
+        deadline = time.monotonic() + 30
+        while (server.poll() is None or process_group_alive(pgid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server.poll() is not None, "server still running 30 s after SIGTERM"
+        assert not process_group_alive(pgid), "a server child process outlived SIGTERM"
+    finally:
+        server.stop()
 
 
 @pytest.mark.server

@@ -101,9 +101,11 @@ def test_a_worker_that_takes_nothing_for_long_is_given_up(push, caplog) -> None:
 def test_a_worker_that_reconnects_in_time_gets_the_message(push, tmp_path) -> None:
     sock, worker = push
     asked = []
+    waiting = threading.Event()
 
     def is_dead(rank: int) -> bool:
         asked.append(rank)
+        waiting.set()
         return False
 
     guarded = WorkerSocket(0, sock, is_dead=is_dead)
@@ -111,7 +113,7 @@ def test_a_worker_that_reconnects_in_time_gets_the_message(push, tmp_path) -> No
     address = sock.getsockopt(zmq.LAST_ENDPOINT).decode()
     sender = threading.Thread(target=lambda: guarded.send(b"late"), daemon=True)
     sender.start()
-    time.sleep(0.3)  # the send waits, asking whether the worker is dead
+    assert waiting.wait(10)  # the send waits, asking whether the worker is dead
     restarted = subprocess.Popen([sys.executable, "-c", _WORKER, address], stdout=subprocess.PIPE, text=True)
     try:
         assert _received(restarted) == b"late"

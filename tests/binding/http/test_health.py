@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 from sglang_fair.binding.common import settings, worker_status
 from sglang_fair.binding.http import health
 from sglang_fair.ports import free_port_run
+from tests.support.http import call
 
 
 @pytest.fixture
@@ -46,11 +45,8 @@ def test_the_launcher_exports_one_path_and_keeps_it(monkeypatch) -> None:
 
 
 def _get(url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+    reply = call(url, timeout=10)
+    return reply.status, reply.body
 
 
 @pytest.mark.engine

@@ -10,6 +10,7 @@ from sglang_fair.core import FairOptions, FairScheduler, OptionError
 from sglang_fair.core.policies.fairserve import FairServePolicy
 from tests.core.paper_scenarios import FAIRSERVE_CONFIG, RequestRateLimit, abuse_mix
 from tests.core.step_model import StepModel
+from tests.support.clock import FakeClock
 
 PROFILES = {
     "qa": {"stages": [{"input": 1000, "system": 200, "output": 32}], "limit": 3},
@@ -22,18 +23,11 @@ PROFILES = {
 }
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
 
-    def __call__(self) -> float:
-        return self.t
-
-
-def make(config: dict | None = None, weights: dict | None = None, clock: Clock | None = None) -> FairScheduler:
+def make(config: dict | None = None, weights: dict | None = None, clock: FakeClock | None = None) -> FairScheduler:
     body = {"apps": PROFILES, **(config or {})}
     opts = FairOptions(policy="fairserve", policy_config={"fairserve": body}, client_weights=weights or {})
-    return FairScheduler(opts, clock=clock or Clock())
+    return FairScheduler(opts, clock=clock or FakeClock())
 
 
 def expected_service(alpha, beta, gamma, prof, inp, system, out, weight=1.0):
@@ -144,10 +138,10 @@ def test_vtc_order_without_interactions():
 @pytest.mark.parametrize("seed", range(5))
 def test_throttling_never_fires_when_not_overloaded(seed):
     rng = random.Random(seed)
-    clock = Clock()
+    clock = FakeClock()
     fair = make({"user_limit": 1, "app_limit": 1, "overload_kv_usage": 0.8}, clock=clock)
     for i in range(500):
-        clock.t += rng.random() * 0.05  # far above any limit
+        clock.now += rng.random() * 0.05  # far above any limit
         client = rng.choice(["abuser", "alice"])
         app = rng.choice(["qa", "agent", None])
         interaction = rng.choice([None, f"{client}-{i}"])
@@ -159,13 +153,13 @@ def test_throttling_never_fires_when_not_overloaded(seed):
 @pytest.mark.parametrize("seed", range(5))
 def test_throttling_never_fires_inside_an_interaction(seed):
     rng = random.Random(seed)
-    clock = Clock()
+    clock = FakeClock()
     fair = make({"user_limit": 2, "max_interaction_calls": 1000}, clock=clock)
     started: set[tuple[str, str]] = set()
     fired_on_new = 0
     live = []
     for i in range(400):
-        clock.t += rng.random() * 0.5
+        clock.now += rng.random() * 0.5
         client = rng.choice(["abuser", "alice", "bob"])
         mine = [k for k in started if k[0] == client]
         if mine and rng.random() < 0.6:
@@ -187,28 +181,28 @@ def test_throttling_never_fires_inside_an_interaction(seed):
 
 
 def test_user_and_app_limits_with_retry_after():
-    clock = Clock()
+    clock = FakeClock()
     fair = make({"user_limit": 5, "window_s": 10}, clock=clock)
     decisions = []
     for i in range(4):  # qa's per-user limit is 3
-        clock.t = float(i)
+        clock.now = float(i)
         decisions.append(fair.check_arrival("alice", 0.95, app="qa"))
     assert decisions[:3] == [None, None, None]
     assert decisions[3].reason == "app-limit"
     # Arrivals at 0,1,2,3 in a 10 s window: the call at t=1 must expire first.
     assert decisions[3].retry_after_s == pytest.approx(1 + 10 - 3)
-    clock.t = 4.0
+    clock.now = 4.0
     assert fair.check_arrival("alice", 0.95, app="agent") is None  # 5 in window
-    clock.t = 5.0
+    clock.now = 5.0
     user = fair.check_arrival("alice", 0.95, app="agent")
     assert user.reason == "user-limit" and "alice" in user.message
     assert fair.check_arrival("bob", 0.95, app="qa") is None  # limits are per user
-    clock.t = 100.0
+    clock.now = 100.0
     assert fair.check_arrival("alice", 0.95, app="qa") is None  # window passed
 
 
 def test_interaction_ids_do_not_shield_other_clients_or_exhausted_interactions():
-    clock = Clock()
+    clock = FakeClock()
     fair = make({"user_limit": 1, "max_interaction_calls": 2}, clock=clock)
     assert fair.check_arrival("alice", 1.0, interaction="t") is None
     fair.enqueue("a0", "alice", 10, interaction="t")
@@ -223,14 +217,14 @@ def test_interaction_ids_do_not_shield_other_clients_or_exhausted_interactions()
 
 
 def test_interaction_expires_after_idle_time():
-    clock = Clock()
+    clock = FakeClock()
     fair = make({"user_limit": 1, "interaction_idle_s": 5}, clock=clock)
     assert fair.check_arrival("alice", 1.0, interaction="t") is None
     req = fair.enqueue("a0", "alice", 10, interaction="t")
     fair.finish(req)
-    clock.t = 3.0
+    clock.now = 3.0
     assert fair.check_arrival("alice", 1.0, interaction="t") is None  # still in progress
-    clock.t = 20.0
+    clock.now = 20.0
     fair.check_arrival("alice", 1.0)  # over the limit again within the window
     assert fair.check_arrival("alice", 1.0, interaction="t") is not None
 

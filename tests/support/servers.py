@@ -1,0 +1,48 @@
+"""Real servers shared by the tests of a session (the ``server_pool`` fixture, tests/conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from sglang_fair.testing.server import LocalServer
+
+ADMIN_KEY = "admin-secret"  # the admin key of the shared servers that take run-time settings
+# Treat the server as always overloaded, and allow one request per user per minute.
+FAIRSERVE_CONFIG = {"fairserve": {"overload_kv_usage": 0.0, "user_limit": 1, "window_s": 60}}
+# On PYTHONPATH with SGLANG_FAIR_TEST_FAULTS=1: faults that only clients ``boom`` and ``bang`` set off.
+FAULTS = Path(__file__).resolve().parent / "fault_injection"
+
+
+class ServerPool:
+    """Real servers shared by the tests of a session, one per set of settings."""
+
+    def __init__(self) -> None:
+        self._servers: dict[tuple, LocalServer] = {}
+        self._failed: dict[tuple, str] = {}
+
+    def get(self, extra_args: Sequence[str], env: Mapping[str, str] | None = None, **options) -> LocalServer:
+        """The running server with these settings (``LocalServer``'s fields), started on first use."""
+        env = dict(env or {})
+        key = (tuple(extra_args), tuple(sorted(env.items())), tuple(sorted(options.items())))
+        if key in self._failed:  # one failed start per session, not one per test
+            pytest.fail(f"the shared server {' '.join(extra_args)} did not start:\n{self._failed[key]}")
+        server = self._servers.get(key)
+        if server is None:
+            try:
+                server = LocalServer(extra_args=list(extra_args), env=env, **options).start()
+            except Exception as error:
+                self._failed[key] = str(error)
+                raise
+            self._servers[key] = server
+        if server.poll() is not None:
+            pytest.fail(f"the shared server {' '.join(extra_args)} exited with code {server.poll()} (a test "
+                        f"stopped it, or it crashed)\n{server.log_tail()}")
+        return server
+
+    def stop_all(self) -> None:
+        for server in self._servers.values():
+            server.stop()
+        self._servers.clear()
