@@ -121,7 +121,9 @@ def plot_traces(runs: dict[str, dict], path: Path, title: str, window: float) ->
         clients = sorted({r.client for r in recs})
         for i, c in enumerate(clients):
             pts = [(r.t_sent, r.t_done - r.t_sent) for r in recs if r.client == c and r.ok and r.t_done is not None]
-            axes[0][k].scatter([p[0] for p in pts], [p[1] for p in pts], s=3, color=f"C{i}", label=c)
+            # Well-behaved clients (listed first) on top: the flooders' points would hide them.
+            axes[0][k].scatter([p[0] for p in pts], [p[1] for p in pts], s=3, color=f"C{i}", label=c,
+                               zorder=len(clients) - i)
             xs, ys = service_series([r for r in recs if r.client == c], window)[c] if pts else ([], [])
             axes[1][k].plot(xs, ys, color=f"C{i}", label=c)
         axes[0][k].set_title(name)
