@@ -8,6 +8,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+from sglang_fair.bench.paper.figure import FigureRun
 from sglang_fair.bench.paper_grid import SYSTEMS, run_one, waiting_share
 from sglang_fair.runs.records import RequestRecord
 from sglang_fair.workloads.model import Program, Workload
@@ -20,12 +21,8 @@ W_INPUT, W_OUTPUT = 1.0, 2.0  # service of a token, as everywhere in the repo (d
 # hundred requests overload it and a figure takes seconds; its numbers are not the paper's.
 QUICK_SIM = {"kv_pool_tokens": 40_000, "max_running_requests": 48}
 
-# Local policy alone at D = 1; behind its router at D > 1 (sglang_fair.bench.paper_grid.SYSTEMS).
-LOCAL = {"fcfs": "fcfs", "lpm": "lpm", "vtc": "vtc", "dlpm": "dlpm", "fairserve": "fairserve",
-         "justitia": "justitia"}
 
-
-def simulate(ctx, wl: Workload, system: str, workers: int = 1, fair: dict | None = None,
+def simulate(ctx: FigureRun, wl: Workload, system: str, workers: int = 1, fair: dict | None = None,
              router_options: dict | None = None, **sim: object) -> dict:
     """One system on ``wl``, written as ``<figure dir>/<system>/``; the row keeps the records.
 
@@ -35,7 +32,7 @@ def simulate(ctx, wl: Workload, system: str, workers: int = 1, fair: dict | None
         policy, router, opts = SYSTEMS[system]
         opts = opts | (router_options or {})
     else:
-        policy, router, opts = LOCAL.get(system, system), "round_robin", {}
+        policy, router, opts = system, "round_robin", {}
     sim = (QUICK_SIM if ctx.quick else {}) | sim
     ctx.log(f"simulating {system} (D={workers}) on {wl.name}: {len(wl.programs)} programs, {wl.num_calls()} calls")
     row = run_one(wl, policy, router, workers, ctx.opts.seed, fair=fair, router_options=opts,
