@@ -46,6 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sglang_fair.bench.paper.grid import plot_relative, systems_at
+from sglang_fair.bench.paper.sweeps import plot_qu, plot_qw, qu_sweep, qw_sweep
 from sglang_fair.bench.paper_grid import (
     BASELINE,
     DEFAULT,
@@ -81,19 +83,6 @@ def cells(args) -> list[tuple[str, str, int, int]]:
     return out
 
 
-def systems_at(d: int) -> list[tuple[str, tuple[str, str, dict]]]:
-    """D = 1: one row per local policy, named after it (no router; Preble is multi-GPU only)."""
-    if d > 1:
-        return [(n, s) for n, s in SYSTEMS.items() if n != "fcfs"]  # FCFS behind round-robin ~ rr+lpm
-    seen, out = set(), []
-    for name, (policy, router, _) in SYSTEMS.items():
-        if router == "preble" or policy in seen:
-            continue
-        seen.add(policy)
-        out.append((policy, (policy, "round_robin", {})))
-    return out
-
-
 def grid(args, runs_dir: Path) -> tuple[list[dict], list[dict]]:
     rows, loads, t0 = [], [], time.perf_counter()
     for workload, scenario, d, pool in cells(args):
@@ -119,60 +108,14 @@ def grid(args, runs_dir: Path) -> tuple[list[dict], list[dict]]:
 
 
 def sweeps(args, out: Path) -> dict:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    res: dict = {"qu": [], "qw": []}
-    # Fig. 1 compares against an LPM that always sorts: lift SGLang's 128-request cap here.
-    always_lpm = {"lpm_queue_limit": 1 << 30}
+    """Fig. 1 (Q^u, one worker) and Fig. 10 (Q^w, four workers): runs and plots shared with
+    ``python -m sglang_fair.bench paper dlpm`` (sglang_fair/bench/paper/sweeps.py)."""
     wl = paper_workload("tot", "s1", 1, args.seed, args.duration)
-    for q in (256, 1024, 4096, 16384, 65536, 262144, 1048576):
-        r = run_one(wl, "dlpm", "round_robin", 1, args.seed, fair={"quantum": q}, **always_lpm)
-        res["qu"].append({"quantum": q} | r)
-        print(f"Q^u={q}: thr={r['throughput']:.0f} jain={_f(r['jain'])} p50={_f(r['wb_p50'])}", flush=True)
-    base = {name: run_one(wl, name, "round_robin", 1, args.seed, **always_lpm) for name in ("lpm", "vtc", "fcfs")}
-    res["qu_baselines"] = base
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
-    for ax, key, label in ((axes[0], "jain", "Jain's index (all clients active)"),
-                           (axes[1], "wb_p50", "well-behaved P50 program latency (s)")):
-        ax.plot([r[key] for r in res["qu"]], [r["throughput"] for r in res["qu"]], "o-", label="DLPM (Q^u sweep)")
-        for r in res["qu"]:
-            ax.annotate(str(r["quantum"]), (r[key], r["throughput"]), fontsize=7)
-        for name, r in base.items():
-            ax.plot([r[key]], [r["throughput"]], "s", label=name.upper())
-        ax.set_xlabel(label)
-        ax.set_ylabel("throughput (service / s)")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"ToT S1, D=1, simulated H100 8B, KV pool {SIM['kv_pool_tokens']:,} tokens")
-    fig.tight_layout()
-    fig.savefig(out / "qu_sweep.png", dpi=120)
-
+    res = qu_sweep(wl, args.seed)
+    plot_qu(res, out / "qu_sweep.png")
     d = 4
-    wl4 = paper_workload("tot", "s1", d, args.seed, args.duration)
-    for q in (500, 2000, 8000, 40000, 200000):
-        r = run_one(wl4, "dlpm", "d2lpm", d, args.seed, router_options={"quantum": q})
-        res["qw"].append({"quantum": q} | r)
-        print(f"Q^w={q}: thr={r['throughput']:.0f} jain={_f(r['jain'])}", flush=True)
-    others = {name: run_one(wl4, pol, rt, d, args.seed, router_options=opts)
-              for name, (pol, rt, opts) in SYSTEMS.items() if name != PAPER}
-    res["qw_baselines"] = others
-    fig, ax = plt.subplots(figsize=(5, 4))
-    qs = [r["quantum"] for r in res["qw"]]
-    ax.plot(qs, [r["throughput"] for r in res["qw"]], "o-", label="D2LPM (paper) throughput")
-    for name, r in others.items():
-        ax.axhline(r["throughput"], ls=":", lw=1, label=name, color=f"C{list(others).index(name) + 1}")
-    ax.set_xscale("log")
-    ax.set_xlabel("Q^w")
-    ax.set_ylabel("throughput (service / s)")
-    ax2 = ax.twinx()
-    ax2.plot(qs, [r["jain"] for r in res["qw"]], "o--", color="k", label="D2LPM (paper) Jain")
-    ax2.set_ylabel("Jain's index")
-    ax.set_title(f"ToT S1, D={d}, KV pool {SIM['kv_pool_tokens']:,} tokens/worker (simulated)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(out / "qw_sweep.png", dpi=120)
+    res |= qw_sweep(paper_workload("tot", "s1", d, args.seed, args.duration), d, args.seed)
+    plot_qw(res, d, out / "qw_sweep.png")
     return res
 
 
@@ -270,35 +213,6 @@ def targets_markdown(checks: list[dict]) -> str:
     summary = ", ".join(f"{names[k]} {v}" for k, v in missed.items() if v) or "none"
     return ("\n".join(lines) + f"\n\n{n - sum(missed.values())} of {n} checks pass over {len(checks)} cells; "
             f"misses: {summary}.\n")
-
-
-def plot_relative(rows: list[dict], pool: int, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    by = {(r["workload"], r["scenario"], r["D"], r["system"]): r for r in rows if r["kv_pool_tokens"] == pool}
-    keys = [(w, sc, d) for (w, sc, d, s) in by if s == PEER]
-    if not keys:
-        return
-    names = (DEFAULT, PAPER, BASELINE)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(keys)), 3.8))
-    width = 0.8 / len(names)
-    for k, name in enumerate(names):
-        ys = [by[(*key, name)]["throughput"] / by[(*key, PEER)]["throughput"] if (*key, name) in by else math.nan
-              for key in keys]
-        ax.bar([i + (k - 1) * width for i in range(len(keys))], ys, width, label=name)
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.axhline(0.95, color="k", lw=0.8, ls=":", label="0.95 x preble")
-    ax.set_xticks(range(len(keys)))
-    ax.set_xticklabels([f"{w} {sc}\nD={d}" for w, sc, d in keys], fontsize=7)
-    ax.set_ylabel("throughput / preble's")
-    ax.set_title(f"Simulated H100s, Llama-3.1-8B, KV pool {pool:,} tokens/worker", fontsize=9)
-    ax.legend(fontsize=7, ncol=4, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def header(args, wall_s: float, runs_dir: Path) -> str:

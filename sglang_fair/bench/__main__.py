@@ -1,4 +1,4 @@
-"""``python -m sglang_fair.bench {run,compare,summarize,audit}``.
+"""``python -m sglang_fair.bench {run,compare,summarize,audit,paper}``.
 
 Exit status: 0 on a complete run, 1 when the run is partial (some request
 failed, the server was unreachable or went away; the results are still
@@ -21,6 +21,9 @@ from sglang_fair.bench.backends import make_backend
 from sglang_fair.bench.compare import compare_runs
 from sglang_fair.bench.model_vocab import VocabularyMismatch, fit_to_model, read_model_vocab
 from sglang_fair.bench.output import read_records, read_summary, write_run
+from sglang_fair.bench.paper.cli import add_parser as add_paper_parser
+from sglang_fair.bench.paper.cli import cmd_paper
+from sglang_fair.bench.paper.registry import UnknownName
 from sglang_fair.bench.report import GLOSSARY, client_table, overall_line, verdict
 from sglang_fair.metrics.service import INPUT_MODES, ServiceWeights
 from sglang_fair.workloads.loaders import LoaderError, load_trace
@@ -283,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("dirs", nargs="+", help="run directories")
     a.add_argument("--json", action="store_true", help="machine-readable output")
     a.set_defaults(func=cmd_audit)
+    add_paper_parser(sub).set_defaults(func=cmd_paper)
     return parser
 
 
@@ -290,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (UsageError, WorkloadError, LoaderError, BackendError, VocabularyMismatch, ValueError) as e:
+    except (UsageError, UnknownName, WorkloadError, LoaderError, BackendError, VocabularyMismatch, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
