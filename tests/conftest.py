@@ -3,7 +3,7 @@
 Real servers (tests marked ``server``) are slow to start, so tests that need
 the same flags share one: ask ``server_pool`` (tests/support/servers.py) for a
 server by its settings and it starts it once per session, on first use, and
-stops it when the session ends. The shared servers used by more than one directory are defined here
+stops it after the last test that uses it. The shared servers used by more than one directory are defined here
 (``dlpm_dp2_server``), the others in their directory's conftest.py. A test on
 a shared server must leave it as it found it (restore what it changed at run
 time, e.g. through ``/fair/settings``) and never stop it or kill its workers:
@@ -39,10 +39,12 @@ def server_pool():
 
 
 @pytest.fixture
-def dlpm_dp2_server(server_pool: ServerPool) -> LocalServer:
+def dlpm_dp2_server(server_pool: ServerPool, request: pytest.FixtureRequest):
     """``--policy dlpm --dp 2`` (the cluster-wide router) with metrics and the admin API, shared."""
     args = ["--policy", "dlpm", "--dp", "2", "--enable-metrics", "--admin-api-key", ADMIN_KEY]
-    return server_pool.get(args, module="sglang_fair.launch_server", skip_tokenizer_init=True)
+    server = server_pool.get(args, module="sglang_fair.launch_server", skip_tokenizer_init=True)
+    yield server
+    server_pool.release_after_last_user(request, "dlpm_dp2_server", server)
 
 
 def pytest_configure(config: pytest.Config) -> None:

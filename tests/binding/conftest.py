@@ -45,21 +45,25 @@ def _restore_fair_environment():
 
 
 @pytest.fixture
-def dlpm_server(server_pool):
+def dlpm_server(server_pool, request):
     """One worker under ``--policy dlpm``, with metrics and the admin API, shared by the tests that need
     nothing else. Its processes carry the test faults (``tests/support/fault_injection``), which only
     requests of the clients ``boom`` and ``bang`` set off."""
     env = {"SGLANG_FAIR_TEST_FAULTS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(FAULTS), os.environ.get("PYTHONPATH")]))}
     args = ["--policy", "dlpm", "--enable-metrics", "--admin-api-key", ADMIN_KEY]
-    return server_pool.get(args, env=env, module="sglang_fair.launch_server", skip_tokenizer_init=True)
+    server = server_pool.get(args, env=env, module="sglang_fair.launch_server", skip_tokenizer_init=True)
+    yield server
+    server_pool.release_after_last_user(request, "dlpm_server", server)
 
 
 @pytest.fixture
-def fairserve_server(server_pool, tmp_path_factory):
+def fairserve_server(server_pool, tmp_path_factory, request):
     """One worker under ``--policy fairserve`` with the throttle of ``FAIRSERVE_CONFIG`` and no admin key, shared."""
     config = tmp_path_factory.getbasetemp() / "fairserve-shared.yaml"
     if not config.exists():
         config.write_text(yaml.safe_dump(FAIRSERVE_CONFIG))
     args = ["--policy", "fairserve", "--fair-policy-config", str(config)]
-    return server_pool.get(args, module="sglang_fair.launch_server", skip_tokenizer_init=True)
+    server = server_pool.get(args, module="sglang_fair.launch_server", skip_tokenizer_init=True)
+    yield server
+    server_pool.release_after_last_user(request, "fairserve_server", server)

@@ -16,6 +16,9 @@ FAIRSERVE_CONFIG = {"fairserve": {"overload_kv_usage": 0.0, "user_limit": 1, "wi
 FAULTS = Path(__file__).resolve().parent / "fault_injection"
 
 
+_LAST_USERS = pytest.StashKey[dict]()  # shared server's fixture -> the node id of the last test using it
+
+
 class ServerPool:
     """Real servers shared by the tests of a session, one per set of settings."""
 
@@ -41,6 +44,19 @@ class ServerPool:
             pytest.fail(f"the shared server {' '.join(extra_args)} exited with code {server.poll()} (a test "
                         f"stopped it, or it crashed)\n{server.log_tail()}")
         return server
+
+    def release_after_last_user(self, request: pytest.FixtureRequest, fixture: str, server: LocalServer) -> None:
+        """Stop ``server`` if the test of ``request`` is the session's last to use ``fixture``: an idle
+        server left up until the session ends takes memory and some CPU from every later test."""
+        last = request.session.stash.setdefault(_LAST_USERS, {})
+        if fixture not in last:
+            users = [item.nodeid for item in request.session.items if fixture in getattr(item, "fixturenames", ())]
+            last[fixture] = users[-1] if users else None
+        if request.node.nodeid == last[fixture]:
+            for key, running in list(self._servers.items()):
+                if running is server:
+                    del self._servers[key]
+                    server.stop()
 
     def stop_all(self) -> None:
         for server in self._servers.values():

@@ -59,3 +59,26 @@ def test_a_server_that_did_not_start_is_not_started_again(pool):
     with pytest.raises(pytest.fail.Exception, match="did not start:\nwould not start"):
         pool.get(["--broken"])
     assert StandIn.started == []
+
+
+class _Item:
+    def __init__(self, nodeid: str, fixturenames: tuple[str, ...]) -> None:
+        self.nodeid, self.fixturenames = nodeid, fixturenames
+
+
+class _Request:
+    def __init__(self, items: list[_Item], node: _Item, stash: pytest.Stash) -> None:
+        self.session = type("Session", (), {"items": items, "stash": stash})()
+        self.node = node
+
+
+def test_a_shared_server_is_stopped_after_the_last_test_that_uses_it(pool):
+    items = [_Item("a", ("shared",)), _Item("b", ()), _Item("c", ("other", "shared")), _Item("d", ("other",))]
+    stash = pytest.Stash()
+    server = pool.get(["--policy", "dlpm"])
+    pool.release_after_last_user(_Request(items, items[0], stash), "shared", server)
+    assert server.code is None and pool.get(["--policy", "dlpm"]) is server  # c still needs it
+    pool.release_after_last_user(_Request(items, items[2], stash), "shared", server)
+    assert server.code == 0  # c was the last: stopped
+    again = pool.get(["--policy", "dlpm"])
+    assert again is not server and len(StandIn.started) == 2  # asked again: a fresh one
