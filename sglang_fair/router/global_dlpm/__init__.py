@@ -30,11 +30,11 @@ code every worker runs) over the whole cluster's waiting requests:
   everyone's throughput, to shorten the wait of the client that has most;
 * when the workers mix chunks and the router knows their chunk size, a worker
   prefilling a prompt of several chunks takes only requests that share it
-  until that prompt's first token (``_prefill_bound``);
+  until that prompt's first token (``prefill_waits.PrefillWaits.bound``);
 * with ``lane_workers`` (off by default), the last workers are lanes: the
   clients over their share hold at most ``lane_tokens`` there, and while they
   flood the others, the clients under their share go to a lane when one has
-  room (``lanes.py``).
+  room (``router/lanes.py``).
 
 A worker with room always receives work while any request waits (DLPM's walk
 is work-conserving; a worker the second-to-last rule passes over is busy
