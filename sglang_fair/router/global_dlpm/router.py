@@ -21,6 +21,7 @@ from sglang_fair.router.indexed import IndexedRouter
 from sglang_fair.router.lanes import Lanes
 from sglang_fair.router.radix_index import pack
 
+
 class PlacementObserver(Protocol):
     """What ``GlobalDLPMRouter`` tells an observer (``router.observer``), at its clock's time ``t``."""
 
