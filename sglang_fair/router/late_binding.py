@@ -21,6 +21,7 @@ from sglang_fair.router.base import HOLD_REASONS, Dispatch, RouterSnapshot
 from sglang_fair.router.held import Held, HeldQueues
 from sglang_fair.router.indexed import IndexedRouter
 from sglang_fair.router.placed import Placements
+from sglang_fair.router.releases import Releases
 
 
 class LateBindingRouter(IndexedRouter):
@@ -30,7 +31,7 @@ class LateBindingRouter(IndexedRouter):
         super().__init__(num_workers, index_capacity_tokens, idle_timeout_s)
         self.held = HeldQueues()
         self.placements = Placements(num_workers)
-        self._released: list[tuple[str, int]] = []
+        self.releases = Releases()
         self._seq = itertools.count()
 
     # ---- the rule -----------------------------------------------------------------
@@ -58,15 +59,10 @@ class LateBindingRouter(IndexedRouter):
         self._arrived(held)
         self.held.add(held)
         self._pump()
-        for i, (placed, worker) in enumerate(self._released):
-            if placed == rid:
-                del self._released[i]
-                return worker
-        return None
+        return self.releases.claim(rid)
 
     def take_released(self) -> list[tuple[str, int]]:
-        out, self._released = self._released, []
-        return out
+        return self.releases.take()
 
     def cancel(self, rid: str) -> bool:
         held = self.held.remove(rid)
@@ -131,4 +127,4 @@ class LateBindingRouter(IndexedRouter):
         self._record(held.rid, held.client, worker, len(held.tokens))
         self.placements.placed(held.rid, worker, len(held.tokens), len(held.tokens) - cached)
         self.index.insert(held.tokens, worker, after=match)
-        self._released.append((held.rid, worker))
+        self.releases.add(held.rid, worker)

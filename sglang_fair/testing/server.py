@@ -25,7 +25,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,7 +220,8 @@ class LocalServer:
         self._wait_settled(time.monotonic() + _SETTLE_TIMEOUT_S)
         return self
 
-    def _wait_settled(self, deadline: float) -> None:
+    def _wait_settled(self, deadline: float, busy_cores: Callable[[], float | None] | None = None,
+                      clock: Callable[[], float] = time.monotonic) -> None:
         """Until the server's processes together use under half a core over half a second.
 
         Healthy is not yet quiet: under ``--use-ray`` SGLang spawns the detokenizer
@@ -228,24 +229,30 @@ class LocalServer:
         the server answers while that process still imports, on a full core for
         10-20 s on a 2-core machine; the workers a test then measures ran in turns.
         """
+        sample = busy_cores or self._busy_cores
+        while clock() < deadline:
+            busy = sample()
+            if busy is None or busy < _SETTLED_CORES:
+                return
+
+    def _busy_cores(self, window_s: float = 0.5) -> float | None:
+        """Cores the server's process tree used over ``window_s``; None once its leader is gone."""
         import psutil
 
-        leader = psutil.Process(self._proc.pid)
-        while time.monotonic() < deadline:
-            try:
-                tree = [leader, *leader.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                return  # it died: the test's first request says so
-            for proc in tree:
-                with contextlib.suppress(psutil.Error):
-                    proc.cpu_percent(None)  # starts the window
-            time.sleep(0.5)
-            busy = 0.0
-            for proc in tree:
-                with contextlib.suppress(psutil.Error):
-                    busy += proc.cpu_percent(None) / 100
-            if busy < _SETTLED_CORES:
-                return
+        try:
+            leader = psutil.Process(self._proc.pid)
+            tree = [leader, *leader.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return None  # it died: the test's first request says so
+        for proc in tree:
+            with contextlib.suppress(psutil.Error):
+                proc.cpu_percent(None)  # starts the window
+        time.sleep(window_s)
+        busy = 0.0
+        for proc in tree:
+            with contextlib.suppress(psutil.Error):
+                busy += proc.cpu_percent(None) / 100
+        return busy
 
     def _wait_healthy(self, deadline: float) -> None:
         while True:

@@ -20,6 +20,7 @@ from sglang_fair.testing.server import (
     process_group_alive,
 )
 from sglang_fair.tiny_cpu import TinyLlamaSpec
+from tests.support.clock import FakeClock
 
 VOCAB = TinyLlamaSpec().vocab_size
 FIRST_PLAIN_ID = 3  # ids 0-2 are <s>, </s>, <pad>
@@ -161,28 +162,48 @@ def test_server_that_cannot_start_reports_its_log(tiny_model_dir):
 # Unit tests of the launch helpers: no server.
 
 
-def _stand_in_server(child_spins_s: float) -> subprocess.Popen:
-    """A process whose child spins a core for ``child_spins_s`` and then sleeps, as a server's
-    late-spawned child does while it imports."""
-    child = f"import time\nend = time.monotonic() + {child_spins_s}\nwhile time.monotonic() < end: pass\ntime.sleep(60)"
-    leader = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
-    proc = subprocess.Popen([sys.executable, "-c", leader], start_new_session=True)
-    time.sleep(0.3)  # the child is spinning
-    return proc
+def _stand_in_server(child_code: str) -> subprocess.Popen:
+    """A process whose child runs ``child_code``, as a server's late-spawned children do."""
+    leader = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child_code!r}]); time.sleep(60)"
+    return subprocess.Popen([sys.executable, "-c", leader], start_new_session=True)
 
 
-@pytest.mark.parametrize("spins_s, deadline_s, waits_s", [(1.5, 20.0, (1.0, 10.0)), (60.0, 1.5, (1.5, 3.0))])
-def test_a_server_is_handed_over_once_its_processes_are_quiet_or_at_the_deadline(spins_s, deadline_s, waits_s):
+@pytest.mark.parametrize("readings, samples_taken", [
+    ([1.8, 0.9, 0.2, 0.1], 3),  # handed over at the first quiet reading
+    ([1.8] * 10, 4),  # never quiet: handed over at the deadline (each reading takes half a second)
+])
+def test_a_server_is_handed_over_once_its_processes_are_quiet_or_at_the_deadline(readings, samples_taken):
+    clock = FakeClock()
+    taken = []
+
+    def busy_cores() -> float:
+        taken.append(clock.now)
+        clock.advance(0.5)
+        return readings[len(taken) - 1]
+
+    LocalServer()._wait_settled(2.0, busy_cores=busy_cores, clock=clock)
+    assert len(taken) == samples_taken
+
+
+def test_the_busy_reading_counts_every_process_of_the_server():
     server = LocalServer()
-    server._proc = _stand_in_server(spins_s)
+    sleeper = "import time; time.sleep(60)"
+    spinner = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
+    server._proc = _stand_in_server(sleeper)
     try:
-        started = time.monotonic()
-        server._wait_settled(started + deadline_s)
-        waited = time.monotonic() - started
+        assert server._busy_cores(window_s=0.3) < 0.5
     finally:
         os.killpg(server._proc.pid, signal.SIGKILL)
         server._proc.wait()
-    assert waits_s[0] <= waited <= waits_s[1]
+    server._proc = _stand_in_server(spinner)
+    try:
+        # A core spinning in the child, however contended the machine: more than nothing.
+        readings = [server._busy_cores(window_s=0.3) for _ in range(3)]
+        assert max(readings) > 0.05, readings
+    finally:
+        os.killpg(server._proc.pid, signal.SIGKILL)
+        server._proc.wait()
+    assert server._busy_cores() is None  # the leader is gone
 
 
 def test_parallel_world_size_reads_dp_and_tp_flags():

@@ -40,11 +40,12 @@ class WorkerSocket:
     """One worker's PUSH socket; ``send``/``send_pyobj`` never block on a worker that is gone."""
 
     def __init__(self, rank: int, sock: zmq.Socket, is_dead: Callable[[int], bool],
-                 give_up_s: float = GIVE_UP_S) -> None:
+                 give_up_s: float = GIVE_UP_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.rank = rank
         self.sock = sock
         self.is_dead = is_dead
         self.give_up_s = give_up_s
+        self.clock = clock
         self.unreachable = False  # its worker is dead, or had no connection for give_up_s
         self.dropped = 0
 
@@ -61,7 +62,7 @@ class WorkerSocket:
         if flags & zmq.NOBLOCK:  # the caller handles zmq.Again itself
             send(flags)
             return
-        started = time.monotonic()
+        started = self.clock()
         while not self.unreachable:
             try:
                 send(flags | zmq.NOBLOCK)
@@ -70,7 +71,7 @@ class WorkerSocket:
                 pass  # no peer connected: the worker is gone, or reconnecting
             if self.is_dead(self.rank):
                 self.unreachable = True
-            elif time.monotonic() - started > self.give_up_s:
+            elif self.clock() - started > self.give_up_s:
                 logger.error("sglang-fair router: worker %d has taken no message for %.0f s; "
                              "treating it as dead", self.rank, self.give_up_s)
                 self.unreachable = True

@@ -20,6 +20,7 @@ from sglang_fair.router.global_dlpm.prefill_waits import PrefillWaits
 from sglang_fair.router.indexed import IndexedRouter
 from sglang_fair.router.lanes import Lanes
 from sglang_fair.router.radix_index import pack
+from sglang_fair.router.releases import Releases
 
 
 class PlacementObserver(Protocol):
@@ -61,7 +62,7 @@ class GlobalDLPMRouter(IndexedRouter):
         # Workers kept light for the clients under their share (``lanes.py``); None: no lanes.
         self.lanes = Lanes(num_workers, o.lane_workers, o.lane_tokens, o.lane_hold_s) if o.lane_workers else None
         self.tracked: dict[str, TrackedRequest] = {}  # every request the router holds or has placed
-        self._released: list[tuple[str, int]] = []
+        self.releases = Releases()
         self._next_gc = 0.0
         self.observer: PlacementObserver | None = None  # e.g. a study of why requests wait here
         self.index.watch_removals(PREFIX_KEY_TOKENS)
@@ -81,15 +82,10 @@ class GlobalDLPMRouter(IndexedRouter):
         held.rank_by(match, self.num_workers)
         self.held.add(held)
         self._pump()
-        for i, (done, worker) in enumerate(self._released):
-            if done == rid:
-                del self._released[i]
-                return worker
-        return None
+        return self.releases.claim(rid)
 
     def take_released(self) -> list[tuple[str, int]]:
-        out, self._released = self._released, []
-        return out
+        return self.releases.take()
 
     def cancel(self, rid: str) -> bool:
         held = self.held.by_rid.get(rid)
@@ -234,7 +230,7 @@ class GlobalDLPMRouter(IndexedRouter):
         self.waits.dispatched(held.rid, held.key, match.packed, cached)
         self.index.insert(held.tokens, worker, after=match)
         self.held.placed(held.key, match.packed, worker)
-        self._released.append((held.rid, worker))
+        self.releases.add(held.rid, worker)
 
     def _leave_local(self, rid: str, worker: int) -> None:
         if self.queues.leave(rid, worker):

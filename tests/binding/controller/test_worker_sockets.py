@@ -14,6 +14,7 @@ import pytest
 zmq = pytest.importorskip("zmq")
 
 from sglang_fair.binding.controller.worker_sockets import WorkerSocket  # noqa: E402
+from tests.support.clock import FakeClock  # noqa: E402
 
 # A worker: connects, writes each message it gets to stdout (hex, one per line).
 _WORKER = """
@@ -89,13 +90,21 @@ def test_a_message_for_a_dead_worker_is_dropped_at_once(push, caplog) -> None:
 
 def test_a_worker_that_takes_nothing_for_long_is_given_up(push, caplog) -> None:
     sock, worker = push
-    guarded = WorkerSocket(0, sock, is_dead=lambda rank: False, give_up_s=0.3)
+    clock = FakeClock()
+    asked_at = []
+
+    def is_dead(rank: int) -> bool:  # each wait step asks once; the clock moves a second a step
+        asked_at.append(clock.now)
+        clock.advance(1.0)
+        return False
+
+    guarded = WorkerSocket(0, sock, is_dead=is_dead, give_up_s=3.0, clock=clock)
     _kill_and_wait_for_disconnect(sock, worker)
-    started = time.monotonic()
     with caplog.at_level(logging.ERROR):
-        assert _finishes(lambda: guarded.send(b"x"), within=5)
-    assert 0.3 <= time.monotonic() - started < 5
-    assert guarded.unreachable and "has taken no message for 0 s" in caplog.text
+        assert _finishes(lambda: guarded.send(b"x"), within=30)
+    # Not given up at 3 s (not yet past give_up_s), given up at the first step past it.
+    assert asked_at == [0.0, 1.0, 2.0, 3.0]
+    assert guarded.unreachable and "has taken no message for 3 s" in caplog.text
 
 
 def test_a_worker_that_reconnects_in_time_gets_the_message(push, tmp_path) -> None:
