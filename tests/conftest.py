@@ -22,7 +22,7 @@ from sglang_fair.testing.server import LocalServer
 from sglang_fair.tiny_cpu import write_tiny_model
 from tests.support.servers import ADMIN_KEY, ServerPool
 
-_launches: list[str] = []
+_launches: list[tuple[float, float, str]] = []  # (seconds to healthy, then to quiet, the arguments)
 
 
 @pytest.fixture(scope="session")
@@ -53,8 +53,11 @@ def pytest_configure(config: pytest.Config) -> None:
         return
 
     def counted_start(self: LocalServer) -> LocalServer:
-        _launches.append(" ".join(map(str, self.extra_args)) or "(no extra args)")
-        return start(self)
+        try:
+            return start(self)
+        finally:  # failed starts count too
+            _launches.append((self.startup_s or 0.0, self.settle_s or 0.0,
+                              " ".join(map(str, self.extra_args)) or "(no extra args)"))
 
     counted_start._counted = True  # type: ignore[attr-defined]
     server_module.LocalServer.start = counted_start  # type: ignore[method-assign]
@@ -62,4 +65,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if _launches:
-        terminalreporter.write_line(f"real servers launched by this process: {len(_launches)}")
+        healthy, quiet = sum(x[0] for x in _launches), sum(x[1] for x in _launches)
+        terminalreporter.write_line(f"real servers launched by this process: {len(_launches)}, "
+                                    f"{healthy:.0f} s to healthy and {quiet:.0f} s more to quiet in all")
+        if config.getoption("verbose") > 0 or config.getoption("durations") is not None:
+            for up, settle, args in sorted(_launches, reverse=True):
+                terminalreporter.write_line(f"  {up:5.1f} s + {settle:4.1f} s  {args}")

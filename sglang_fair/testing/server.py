@@ -111,6 +111,7 @@ class LocalServer:
     python: str = sys.executable
     cwd: str | os.PathLike | None = None  # the server's working directory (None: this process's)
     startup_s: float | None = field(default=None, init=False)  # launch until healthy
+    settle_s: float | None = field(default=None, init=False)  # then until its processes were quiet
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _log_file: Any = field(default=None, init=False, repr=False)
     _temporary_log: bool = field(default=False, init=False, repr=False)
@@ -218,6 +219,7 @@ class LocalServer:
             raise
         self.startup_s = time.monotonic() - started
         self._wait_settled(time.monotonic() + _SETTLE_TIMEOUT_S)
+        self.settle_s = time.monotonic() - started - self.startup_s
         return self
 
     def _wait_settled(self, deadline: float, busy_cores: Callable[[], float | None] | None = None,
