@@ -6,10 +6,10 @@ rates overload one GPU as the papers' testbeds were. Quick mode keeps the first 
 
 from __future__ import annotations
 
-
 from sglang_fair.bench.paper.claims import Check, ClaimRow, make_row
 from sglang_fair.bench.paper.common import percentile, ratio, simulate
 from sglang_fair.bench.paper.figure import Figure, FigureRun
+from sglang_fair.runs.records import RequestRecord
 from sglang_fair.workloads.model import Workload
 from sglang_fair.workloads.registry import make_workload
 from sglang_fair.workloads.spec import CONFIG_DIR
@@ -51,6 +51,17 @@ def _mean(xs) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def plot_cdf_panel(ax, records: dict[str, list[RequestRecord]], title: str, clients: set[str] | None = None) -> None:
+    """One panel: each system's CDF of application completion times (``completion_times``)."""
+    for name, recs in records.items():
+        xs = sorted(completion_times(recs, clients).values())
+        ax.plot(xs, [(k + 1) / len(xs) for k in range(len(xs))], label=name)
+    ax.set_xlabel("application completion time (s)")
+    ax.set_ylabel("CDF")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+
+
 def _plot_cdf(runs: dict[str, dict], path, title: str, clients: set[str] | None = None) -> None:
     import matplotlib
 
@@ -58,16 +69,39 @@ def _plot_cdf(runs: dict[str, dict], path, title: str, clients: set[str] | None 
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    for name, row in runs.items():
-        xs = sorted(completion_times(row["records"], clients).values())
-        ax.plot(xs, [(k + 1) / len(xs) for k in range(len(xs))], label=name)
-    ax.set_xlabel("application completion time (s)")
-    ax.set_ylabel("CDF")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
+    plot_cdf_panel(ax, {name: row["records"] for name, row in runs.items()}, title, clients)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def fairserve_checks(records: dict[str, list[RequestRecord]], benign: set[str]) -> list[Check]:
+    """FairServe's abuse checks from the records of ``fairserve`` and ``vtc`` on the same workload;
+    ``benign``: the well-behaved clients (every other one is the abuser)."""
+    recs = records["fairserve"]
+
+    def share(clients: set[str], want: bool) -> float | None:
+        mine = [r for r in recs if (r.client in clients) == want]
+        return sum(r.throttled for r in mine) / len(mine) if mine else None
+
+    p90 = {n: percentile(list(completion_times(r, benign).values()), 90) for n, r in records.items()}
+    return [Check("abuser's requests refused (share)", share(benign, False), ">=", 0.05),
+            Check("benign users' requests refused (share)", share(benign, True), "<=", 0.01),
+            Check("benign P90 completion, FairServe / VTC", ratio(p90["fairserve"], p90["vtc"]), "<=", 1.0)]
+
+
+def justitia_checks(scenario_name: str, records: dict[str, list[RequestRecord]]
+                    ) -> tuple[list[Check], dict[str, float | None]]:
+    """Justitia's checks from the records of ``justitia``, ``vtc`` and ``fcfs`` on the same workload
+    of ``scenario_name``, and each system's mean application completion time (s)."""
+    mean = {n: _mean(completion_times(r).values()) for n, r in records.items()}
+    checks = [Check("mean completion, Justitia / VTC", ratio(mean["justitia"], mean["vtc"]), "<=", 1.0),
+              Check("mean completion, Justitia / FCFS", ratio(mean["justitia"], mean["fcfs"]), "<=", 1.0)]
+    if scenario_name == "justitia_starvation":
+        ele = {n: _mean(completion_times(r, {"elephant"}).values()) for n, r in records.items()}
+        checks.append(Check("elephant's completion, Justitia / VTC", ratio(ele["justitia"], ele["vtc"]),
+                            "<=", 1.0))
+    return checks, mean
 
 
 def fairserve_abuse(ctx: FigureRun) -> ClaimRow:
@@ -76,16 +110,7 @@ def fairserve_abuse(ctx: FigureRun) -> ClaimRow:
     runs = _runs(ctx, wl, ("fairserve", "vtc"), pool)
     benign = {p.client for p in wl.programs if p.well_behaved}
     _plot_cdf(runs, ctx.dir / "figabuse.png", "FairServe: benign users' interactions, abuse scenario", benign)
-    recs = runs["fairserve"]["records"]
-
-    def share(clients: set[str], want: bool) -> float | None:
-        mine = [r for r in recs if (r.client in clients) == want]
-        return sum(r.throttled for r in mine) / len(mine) if mine else None
-
-    p90 = {n: percentile(list(completion_times(r["records"], benign).values()), 90) for n, r in runs.items()}
-    checks = [Check("abuser's requests refused (share)", share(benign, False), ">=", 0.05),
-              Check("benign users' requests refused (share)", share(benign, True), "<=", 0.01),
-              Check("benign P90 completion, FairServe / VTC", ratio(p90["fairserve"], p90["vtc"]), "<=", 1.0)]
+    checks = fairserve_checks({n: r["records"] for n, r in runs.items()}, benign)
     return make_row("fairserve", "abuse", "overload throttling refuses the abusive application, not benign users, "
                     "and keeps benign interactions fast", checks, SETUP.format(pool=pool), ctx.dir, ctx.quick)
 
@@ -96,14 +121,8 @@ def justitia(scenario_name: str, number: str, quick_s: float):
         wl = _workload(scenario_name, ctx, quick_s)
         runs = _runs(ctx, wl, ("justitia", "vtc", "fcfs"), pool)
         _plot_cdf(runs, ctx.dir / f"fig{number}.png", f"Justitia: application completion times, {scenario_name}")
-        mean = {n: _mean(completion_times(r["records"]).values()) for n, r in runs.items()}
-        checks = [Check("mean completion, Justitia / VTC", ratio(mean["justitia"], mean["vtc"]), "<=", 1.0),
-                  Check("mean completion, Justitia / FCFS", ratio(mean["justitia"], mean["fcfs"]), "<=", 1.0)]
+        checks, mean = justitia_checks(scenario_name, {n: r["records"] for n, r in runs.items()})
         note = "mean completion (s): " + ", ".join(f"{n} {v:.2f}" for n, v in mean.items() if v is not None)
-        if scenario_name == "justitia_starvation":
-            ele = {n: _mean(completion_times(r["records"], {"elephant"}).values()) for n, r in runs.items()}
-            checks.append(Check("elephant's completion, Justitia / VTC", ratio(ele["justitia"], ele["vtc"]),
-                                "<=", 1.0))
         return make_row("justitia", number, "Justitia completes applications sooner on average than VTC and FCFS"
                         + (", without starving the elephant" if "starvation" in scenario_name else ""),
                         checks, SETUP.format(pool=pool), ctx.dir, ctx.quick, note=note)
