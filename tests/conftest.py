@@ -13,6 +13,7 @@ how many servers this process launched.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,9 @@ def dlpm_dp2_server(server_pool: ServerPool, request: pytest.FixtureRequest):
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Servers whose shutdown no test examines are killed, not drained: SGLang's graceful stop waits for
+    # its 5 s watchdog poll, once per launch. Tests of the shutdown call stop(graceful=True).
+    os.environ.setdefault(server_module.STOP_ENV, "kill")
     start = LocalServer.start
     if getattr(start, "_counted", False):
         return

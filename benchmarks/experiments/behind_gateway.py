@@ -3,7 +3,7 @@
 Two workers (``--policy dlpm --enable-metrics``, one core each) behind the
 gateway (``--gateway``: ``smg`` 1.13 by default, or ``sglang-router`` 0.3.2;
 ``cache_aware``), once with the gateway's defaults and once per
-``--variant`` (gateway flags):
+``--variant`` (gateway flags), the same two workers behind each:
 
 * **identity**: tenant ``alice`` sends requests naming herself in the
   ``X-Client-Id`` header, ``bob`` in the body's ``routing_key``, ``carol`` in
@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import re
 import string
@@ -53,6 +54,7 @@ from pathlib import Path
 import aiohttp
 
 from sglang_fair.bench.gateway import GATEWAYS, Gateway, gateway_missing
+from sglang_fair.testing.server import LocalServer
 
 SERVER = ["--policy", "dlpm", "--enable-metrics"]
 GATEWAY = ["--policy", "cache_aware"]
@@ -77,17 +79,29 @@ async def _post(session: aiohttp.ClientSession, url: str, client: str, text: str
         return -1  # no HTTP answer at all
 
 
-def service_by_worker(gateway: Gateway) -> list[dict[str, float]]:
-    """Per worker: client -> service charged, from the worker's /metrics."""
+def service_by_worker(servers: Sequence[LocalServer]) -> list[Counter[str]]:
+    """Per worker: client -> service charged so far, from the worker's /metrics."""
     out = []
-    for server in gateway.servers:
+    for server in servers:
         with urllib.request.urlopen(server.base_url + "/metrics", timeout=30) as reply:
             text = reply.read().decode()
         charged: Counter[str] = Counter()
         for client, value in SERVICE.findall(text):
             charged[client] += float(value)
-        out.append(dict(charged))
+        out.append(charged)
     return out
+
+
+def start_workers(stack: contextlib.ExitStack, count: int, log_dir: Path) -> list[LocalServer]:
+    """``count`` DLPM servers, one slice of this process's cores each, kept up across the gateway settings."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < count:
+        raise SystemExit(f"{count} workers need {count} cores, {len(cpus)} available")
+    per = len(cpus) // count
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return [stack.enter_context(LocalServer(module="sglang_fair.launch_server", extra_args=SERVER,
+                                            cpus=cpus[i * per:(i + 1) * per], log_path=log_dir / f"worker-{i}.log"))
+            for i in range(count)]
 
 
 async def identity(url: str, requests: int) -> None:
@@ -294,26 +308,38 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  light tenant after it: {args.requests} requests answered {seen['light']}, "
                   f"{seen['light_reached_workers']} reached a worker")
         return 0
-    for k, variant in enumerate(variants):
-        flags = variant.split()
-        name = variant or "gateway defaults"
-        print(f"[{name}] starting ...", file=sys.stderr, flush=True)
-        with Gateway(2, SERVER, GATEWAY + flags, log_dir=Path(args.log_dir) / f"variant-{k}",
-                     kind=args.gateway) as gateway:
-            asyncio.run(identity(gateway.base_url, args.requests))
-            time.sleep(2 * METRICS_REFRESH_S)
-            charged = service_by_worker(gateway)
-            result = asyncio.run(bad_tenant(gateway.base_url, args.bad, args.window, args.period, bad_after_s=3.0))
-        print(f"== {name} ({' '.join(GATEWAY + flags)})")
-        for i, per_client in enumerate(charged):
-            shown = ", ".join(f"{c} {v:.0f}" for c, v in sorted(per_client.items())) or "nothing charged"
-            print(f"  worker {i} charged: {shown}")
-        span = ("" if result["failing_from_s"] is None else
-                f", failing from {result['failing_from_s']:.1f} s to {result['failing_until_s']:.1f} s")
-        print(f"  bad tenant: {args.bad} over-long prompts at 3 s, answered {result['bad']}")
-        print(f"  light tenant: {result['failed']} of {result['light']} requests failed {result['statuses']}{span}"
-              f" (window {args.window:g} s)")
+    with contextlib.ExitStack() as stack:
+        # The workers serve every gateway setting in turn (each setting its own gateway in front of them):
+        # what a setting's tenants were charged is what the workers' counters gained during its run.
+        workers = start_workers(stack, 2, Path(args.log_dir) / "workers")
+        for k, variant in enumerate(variants):
+            flags = variant.split()
+            name = variant or "gateway defaults"
+            print(f"[{name}] starting ...", file=sys.stderr, flush=True)
+            with Gateway.around([w.base_url for w in workers], GATEWAY + flags,
+                                log_dir=Path(args.log_dir) / f"variant-{k}", kind=args.gateway) as gateway:
+                time.sleep(2 * METRICS_REFRESH_S)  # the last setting's charges are on /metrics
+                before = service_by_worker(workers)
+                asyncio.run(identity(gateway.base_url, args.requests))
+                time.sleep(2 * METRICS_REFRESH_S)
+                charged = [after - earlier for after, earlier in zip(service_by_worker(workers), before)]
+                result = asyncio.run(bad_tenant(gateway.base_url, args.bad, args.window, args.period,
+                                                bad_after_s=3.0))
+            report(name, flags, charged, result, args)
     return 0
+
+
+def report(name: str, flags: Sequence[str], charged: list[Counter[str]], result: dict,
+       args: argparse.Namespace) -> None:
+    print(f"== {name} ({' '.join(GATEWAY + flags)})")
+    for i, per_client in enumerate(charged):
+        shown = ", ".join(f"{c} {v:.0f}" for c, v in sorted(per_client.items())) or "nothing charged"
+        print(f"  worker {i} charged: {shown}")
+    span = ("" if result["failing_from_s"] is None else
+            f", failing from {result['failing_from_s']:.1f} s to {result['failing_until_s']:.1f} s")
+    print(f"  bad tenant: {args.bad} over-long prompts at 3 s, answered {result['bad']}")
+    print(f"  light tenant: {result['failed']} of {result['light']} requests failed {result['statuses']}{span}"
+          f" (window {args.window:g} s)")
 
 
 if __name__ == "__main__":

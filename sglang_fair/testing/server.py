@@ -57,8 +57,15 @@ class PortTakenError(ServerStartError):
 
 _PORT_TRIES = 3  # launches with a freshly picked port when the last one was taken
 _BIND_FAILED = b"address already in use"  # uvicorn's and ZMQ's EADDRINUSE message
+# A probe is retried until the deadline; short, because a port another process holds may take the
+# connection and never answer, and the bind error is read from the log between probes.
+_PROBE_TIMEOUT_S = 5.0
 _SETTLE_TIMEOUT_S = 60.0  # after it, a server still busy is handed over as it is
 _SETTLED_CORES = 0.5  # the whole process tree under half a core counts as quiet
+# "kill": stop() kills the process group at once instead of SIGTERM and SGLang's graceful
+# shutdown, which waits up to 5 s for its watchdog. A test suite sets it for the servers whose
+# shutdown no test examines (tests/conftest.py); a stop(graceful=True) is graceful regardless.
+STOP_ENV = "SGLANG_FAIR_TEST_SERVER_STOP"
 
 
 def pick_free_port(host: str = "127.0.0.1") -> int:
@@ -261,14 +268,14 @@ class LocalServer:
             code = self._proc.poll()
             if code is not None:
                 raise ServerStartError(f"server exited with code {code} before becoming healthy\n{self._tail_report()}")
+            if _BIND_FAILED in _log_end(self.log_path):
+                raise PortTakenError(f"server could not bind a port\n{self._tail_report()}")
             try:
-                with urllib.request.urlopen(self.url("/health_generate"), timeout=30) as reply:
+                with urllib.request.urlopen(self.url("/health_generate"), timeout=_PROBE_TIMEOUT_S) as reply:
                     if reply.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
-                # Not listening yet, or 503 while warming up; or never, if a bind failed.
-                if _BIND_FAILED in _log_end(self.log_path):
-                    raise PortTakenError(f"server could not bind a port\n{self._tail_report()}") from None
+                pass  # not listening yet, or 503 while warming up; or the port is another process's
             if time.monotonic() > deadline:
                 raise ServerStartError(
                     f"server not healthy after {self.startup_timeout_s:.0f} s\n{self._tail_report()}"
@@ -285,19 +292,26 @@ class LocalServer:
         text = Path(self.log_path).read_text(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
 
-    def stop(self) -> int | None:
+    def stop(self, graceful: bool | None = None) -> int | None:
         """SIGTERM the server, SIGKILL its process group after the timeout; return the exit code.
 
         Only the leader gets SIGTERM: SGLang's own handler drains requests and
         shuts its children down in order (this takes about 5 s, its watchdog's
         poll period). Whatever is left of the group afterwards is killed.
+        ``graceful=False`` (the default where ``STOP_ENV`` is "kill", except under
+        ``--use-ray``, whose actors live outside the group) kills the group at once.
         """
         if self._proc is None:
             return None
+        if graceful is None:
+            graceful = os.environ.get(STOP_ENV) != "kill" or "--use-ray" in self.extra_args
         pgid = self._proc.pid  # session leader: its pid is the group id
         if self._proc.poll() is not None:
             self._temporary_log = False  # it died on its own: keep the log for the post-mortem
-        self._proc.send_signal(signal.SIGTERM)
+        if graceful:
+            self._proc.send_signal(signal.SIGTERM)
+        else:
+            _signal_group(pgid, signal.SIGKILL)
         try:
             self._proc.wait(timeout=self.shutdown_timeout_s)
         except subprocess.TimeoutExpired:

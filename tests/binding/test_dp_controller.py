@@ -31,30 +31,51 @@ PREFIX = [7 + (i % 900) for i in range(400)]
 ADMIN_KEY = "admin-secret"
 
 
-@contextlib.contextmanager
-def _launched(backend: str):
-    """The stock launcher with the d2lpm router over two workers, as processes or Ray actors."""
-    env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p)}
-    if "SGLANG_FAIR_ROUTER_KV_PORT" in os.environ:
-        env["SGLANG_FAIR_ROUTER_KV_PORT"] = os.environ["SGLANG_FAIR_ROUTER_KV_PORT"]
-    args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm", "--enable-metrics",
-            "--admin-api-key", ADMIN_KEY]
-    with contextlib.ExitStack() as stack:
+class _Servers:
+    """One backend's servers: the stock launcher with the d2lpm router over two workers, as processes or
+    Ray actors. A test that breaks a server takes it (``take``); a later test gets a fresh one."""
+
+    def __init__(self, backend: str) -> None:
+        self.stack = contextlib.ExitStack()
+        self.env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")]
+                                                  if p)}
+        if "SGLANG_FAIR_ROUTER_KV_PORT" in os.environ:
+            self.env["SGLANG_FAIR_ROUTER_KV_PORT"] = os.environ["SGLANG_FAIR_ROUTER_KV_PORT"]
+        self.args = ["--dp", "2", "--load-balance-method", "d2lpm", "--schedule-policy", "dlpm", "--enable-metrics",
+                     "--admin-api-key", ADMIN_KEY]
         if backend == "ray":
             pytest.importorskip("ray")
             from sglang_fair.testing.ray_cluster import ray_backend
 
-            ray_args, ray_env = stack.enter_context(ray_backend(num_gpus=2))
-            args += ray_args
-            env.update(ray_env)
-        yield stack.enter_context(LocalServer(extra_args=args, skip_tokenizer_init=True, env=env))
+            ray_args, ray_env = self.stack.enter_context(ray_backend(num_gpus=2))
+            self.args += ray_args
+            self.env.update(ray_env)
+        self.current: LocalServer | None = None
+
+    def running(self) -> LocalServer:
+        """The backend's intact server, started if there is none."""
+        if self.current is None:
+            self.current = self.stack.enter_context(LocalServer(extra_args=self.args, skip_tokenizer_init=True,
+                                                                env=self.env))
+        return self.current
+
+    def take(self) -> LocalServer:
+        """The intact server, for a test that kills its workers: no other test gets it afterwards."""
+        server, self.current = self.running(), None
+        return server
 
 
 @pytest.fixture(scope="module", params=["process", "ray"])
-def server(request):
-    """Shared by this module's tests that leave both workers alive."""
-    with _launched(request.param) as launched:
-        yield launched
+def servers(request):
+    """Per backend, shared by this module's tests; the worker-killing test runs last, on the same server."""
+    held = _Servers(request.param)
+    with held.stack:
+        yield held
+
+
+@pytest.fixture
+def server(servers: _Servers) -> LocalServer:
+    return servers.running()
 
 
 def generate(server: LocalServer, ids: list[int], client: str, max_new: int = 4, timeout: float = 120.0) -> dict:
@@ -96,12 +117,13 @@ def test_router_state_is_on_metrics(server: LocalServer) -> None:
     # Once its request is answered, nothing is in flight and the client has D²LPM deficits.
     generate(server, [(7 * i) % 1000 + 1 for i in range(40)], "metered")
 
-    def idle(text: str) -> bool:
+    def idle_and_metered(text: str) -> bool:  # the gauges are refreshed periodically: wait for both
         inflight = re.findall(r'^sglang_fair_router_inflight_requests\{dp_rank="(\d)"\} (\S+)$', text, re.M)
-        return sorted(inflight) == [("0", "0.0"), ("1", "0.0")]
+        metered = re.search(r'^sglang_fair_router_client_deficit\{client="metered",dp_rank="\d"\} ', text, re.M)
+        return sorted(inflight) == [("0", "0.0"), ("1", "0.0")] and metered is not None
 
-    text = wait_until(lambda: metrics_text(server), idle, timeout_s=10, interval_s=1, what="no request in flight")
-    assert re.search(r'^sglang_fair_router_client_deficit\{client="metered",dp_rank="\d"\} ', text, re.M)
+    text = wait_until(lambda: metrics_text(server), idle_and_metered, timeout_s=10, interval_s=1,
+                      what="no request in flight, and the client's deficit")
     assert re.search(r'^sglang_fair_router_worker_alive\{dp_rank="1"\} 1\.0$', text, re.M)
 
 
@@ -124,11 +146,9 @@ def _wait_for_inflight(server: LocalServer, rank: int, busy: bool = True, timeou
                f"{'a' if busy else 'no'} request in flight on worker {rank}")
 
 
-@pytest.mark.parametrize("backend", ["process", "ray"])
-def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(backend: str) -> None:
-    # A server of its own: this test kills a worker, then stops the server.
-    with _launched(backend) as server:
-        _kill_a_worker_and_stop(server)
+def test_a_killed_worker_fails_its_requests_once_and_is_routed_around(servers: _Servers) -> None:
+    # This test kills a worker, then stops the server: it takes the server for itself.
+    _kill_a_worker_and_stop(servers.take())
 
 
 def _kill_a_worker_and_stop(server: LocalServer) -> None:
@@ -183,7 +203,7 @@ def _kill_a_worker_and_stop(server: LocalServer) -> None:
     assert time.monotonic() - started < 15  # three requests, each of which used to wait forever
     # And SIGTERM still ends the whole server, promptly (it once hung here).
     stopping = time.monotonic()
-    code = server.stop()
+    code = server.stop(graceful=True)
     assert time.monotonic() - stopping < 30 and code is not None and code != -9, code
 
 

@@ -155,7 +155,7 @@ def test_chaos_every_request_is_answered_once_and_the_survivor_serves(tmp_path):
         print(f"chaos: {len(every)} answered, {counts}, {HANG_UPS} hang-ups, survivor RSS {rss_ratio:.2f}x")
         # After all that, SIGTERM still ends the whole server, promptly and by itself.
         stopping = time.monotonic()
-        code = server.stop()
+        code = server.stop(graceful=True)
         assert time.monotonic() - stopping < 30 and code is not None and code != -9, code
         assert "nanobind: leaked" not in log.read_text()  # no leak report from Triton's extension at exit
 

@@ -117,5 +117,5 @@ def test_a_silent_worker_then_its_death_never_hold_an_info_call(server: LocalSer
     reply = server.post_json("/generate", body, headers={"X-Client-Id": "after"}, timeout=60)
     assert reply["meta_info"]["dp_rank"] == 0 and reply["meta_info"]["completion_tokens"] == 4
     stopping = time.monotonic()
-    code = server.stop()
+    code = server.stop(graceful=True)
     assert time.monotonic() - stopping < 30 and code is not None and code != -9, code
