@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from sglang_fair.core.policies import POLICIES
-from sglang_fair.tiny_cpu import CPU_OPTIONS, TINY_CPU_MAX_TOTAL_TOKENS, ensure_tiny_model
+from sglang_fair.tiny_cpu import CPU_ENV, CPU_OPTIONS, TINY_CPU_MAX_TOTAL_TOKENS, ensure_tiny_model
 
 DEFAULT_POLICY = "dlpm"
 DEFAULT_DLPM_ROUTER = "d2lpm_global"  # fair across the cluster, not only per worker (docs/router.md)
@@ -206,7 +206,9 @@ def main(argv: list[str] | None = None) -> None:
     sglang_argv = build_argv(argv)
     check_fair_arguments(sglang_argv)
     if "--tiny-cpu" in argv:
-        os.environ["SGLANG_USE_CPU_ENGINE"] = "1"  # SGLang's CPU path; without it, rotary embedding imports vllm
+        for key, value in CPU_ENV.items():  # SGLang's CPU path, and the tiny model's classes only
+            os.environ[key] = os.environ.get(key) or value
+        os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
     if _device(sglang_argv) == "cpu":  # --tiny-cpu sets it
         use_cpu_standins()
 

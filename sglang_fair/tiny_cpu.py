@@ -23,6 +23,9 @@ from pathlib import Path
 CPU_OPTIONS: tuple[tuple[str, ...], ...] = (
     ("--device", "cpu"), ("--attention-backend", "torch_native"), ("--load-format", "dummy"), ("--sleep-on-idle",),
 )
+# The environment of a CPU server: SGLang's CPU path (without it the rotary embedding imports
+# vllm), and only the model classes of sglang_fair/tiny_cpu_models registered at start-up.
+CPU_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "SGLANG_EXTERNAL_MODEL_PACKAGE": "sglang_fair.tiny_cpu_models"}
 TINY_CPU_MAX_TOTAL_TOKENS = 8192  # KV pool of the tiny server; unset, SGLang sizes it from host RAM (slow)
 
 BOS, EOS, PAD = "<s>", "</s>", "<pad>"

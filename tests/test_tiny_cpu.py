@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from sglang_fair.tiny_cpu import TinyLlamaSpec, ensure_tiny_model, write_tiny_model
+from sglang_fair.tiny_cpu import CPU_ENV, TinyLlamaSpec, ensure_tiny_model, write_tiny_model
 
 
 def test_config_describes_the_requested_llama(tmp_path):
@@ -44,3 +44,14 @@ def test_inconsistent_spec_is_refused():
         TinyLlamaSpec(vocab_size=100)
     with pytest.raises(ValueError, match="head_dim"):
         TinyLlamaSpec(hidden_size=100)
+
+
+def test_a_cpu_server_registers_the_tiny_models_architecture_alone(tiny_model_dir):
+    # SGLang's registry built as a CPU server builds it (CPU_ENV): the tiny model's class, and no other.
+    registry = pytest.importorskip("sglang.srt.models.registry")
+    classes = registry.import_model_classes(CPU_ENV["SGLANG_EXTERNAL_MODEL_PACKAGE"], strict=True)
+    architecture = json.loads((tiny_model_dir / "config.json").read_text())["architectures"][0]
+    assert list(classes) == [architecture]
+    from sglang.srt.models.llama import LlamaForCausalLM
+
+    assert classes[architecture] is LlamaForCausalLM

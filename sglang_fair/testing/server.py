@@ -33,7 +33,7 @@ from typing import Any
 from sglang_fair.binding.common import settings
 from sglang_fair.binding.common.cpu_threads import BIND_ENV, bind_groups
 from sglang_fair.ports import free_port_run, port_free
-from sglang_fair.tiny_cpu import CPU_OPTIONS, ensure_tiny_model
+from sglang_fair.tiny_cpu import CPU_ENV, CPU_OPTIONS, ensure_tiny_model
 
 # Flags every CPU launch needs: the launcher's --tiny-cpu set.
 CPU_FLAGS = tuple(part for option in CPU_OPTIONS for part in option)
@@ -156,7 +156,8 @@ class LocalServer:
         env = dict(os.environ)
         if self.device != "cpu":  # a GPU launch needs none of the CPU engine's settings below
             return env | dict(self.env) | {"PYTHONUNBUFFERED": "1"}
-        env["SGLANG_USE_CPU_ENGINE"] = "1"  # else the rotary embedding tries to import vllm
+        env.update({key: env.get(key) or value for key, value in CPU_ENV.items()})  # a model package given is kept
+        env["SGLANG_USE_CPU_ENGINE"] = "1"
         env["PYTHONUNBUFFERED"] = "1"  # so the log tail is current when we report a failure
         ranks = parallel_world_size(self.extra_args)
         # sglang_fair.launch_server binds each rank's cores itself; SGLang's own launcher needs it given.

@@ -60,6 +60,13 @@ def test_generate_with_input_ids_returns_requested_tokens(server):
 
 
 @pytest.mark.server
+def test_the_server_imported_no_model_module_but_the_tiny_models(server):
+    # SGLang logs each model module it could not import while registering them all (tiny_cpu.CPU_ENV).
+    assert "Load weight end" in server.log_tail(200_000)
+    assert "Ignore import error when loading sglang.srt.models" not in server.log_tail(200_000)
+
+
+@pytest.mark.server
 def test_greedy_output_is_deterministic(server):
     prompt = _prompt(seed=2, length=24)
     first = _generate(server, prompt)["output_ids"]
