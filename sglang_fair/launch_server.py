@@ -37,8 +37,9 @@ def _parser() -> argparse.ArgumentParser:
                             f"(default {DEFAULT_POLICY}); --schedule-policy is accepted as an alias")
     group.add_argument("--tiny-cpu", action="store_true",
                        help="serve the bundled tiny random-weight model on this machine's CPU "
-                            "(sets SGLANG_USE_CPU_ENGINE=1 and the CPU flags; any of them given "
-                            "explicitly wins); for trying the server, not for real outputs")
+                            "(sets SGLANG_USE_CPU_ENGINE=1, SGLANG_EXTERNAL_MODEL_PACKAGE=sglang_fair.tiny_cpu_models "
+                            "and the CPU flags; any of them given explicitly wins); for trying the server, not "
+                            "for real outputs")
     return parser
 
 
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     check_fair_arguments(sglang_argv)
     if "--tiny-cpu" in argv:
         for key, value in CPU_ENV.items():  # SGLang's CPU path, and the tiny model's classes only
-            os.environ[key] = os.environ.get(key) or value
+            os.environ.setdefault(key, value)
         os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
     if _device(sglang_argv) == "cpu":  # --tiny-cpu sets it
         use_cpu_standins()

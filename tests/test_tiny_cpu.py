@@ -46,6 +46,7 @@ def test_inconsistent_spec_is_refused():
         TinyLlamaSpec(hidden_size=100)
 
 
+@pytest.mark.engine
 def test_a_cpu_server_registers_the_tiny_models_architecture_alone(tiny_model_dir):
     # SGLang's registry built as a CPU server builds it (CPU_ENV): the tiny model's class, and no other.
     registry = pytest.importorskip("sglang.srt.models.registry")

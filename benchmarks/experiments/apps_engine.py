@@ -24,23 +24,19 @@ as exactly one record (an answer, a refusal or an explicit error): the script
 prints that check per system and exits 1 if it fails (checks of the figures
 not held do not change the exit status).
 
-``--seconds`` defaults per scenario (given, it applies to every scenario).
-On 2 cores a tiny server takes about 35 s to start and stop, and decoding
-dominates the replay: a step's time grows with the context its tokens
-attend to, about 60-100k (output token x context token) pairs a second
-(estimated from short runs on a busy 2-core machine). The defaults fit
-each scenario's systems into about 2-4 minutes where the scenario allows:
+``--seconds`` defaults per scenario (given, it applies to every scenario),
+so that each overloads the tiny server and the whole run takes minutes.
+Measured alone on a 2-core machine (docs/results/2026-12-06-apps-engine-cpu.md;
+a server takes about 25 s to start, and the whole run about 8 minutes):
 
 * fairserve_abuse, 3 s: 68 programs (149 calls, 132 of them the abuser's,
-  more than FairServe's 20 a user per 20 s); VTC serves them all in about
-  50-90 s, FairServe refuses part of the abuser's, so ~3 minutes in all;
-* justitia_mix, 1 s: 11 applications (31 calls, 18k prompt and 4k output
-  tokens: each user's first application arrives at once); 30-50 s per
-  system, about 3.5-4 minutes for the three;
-* justitia_starvation, 1 s: the elephant and 25 mice (105 calls). The
-  elephant alone (30 map calls of 200 tokens over a 1,500-token prompt, a
-  few at a time in the 8,192-token pool) takes 100-180 s per system, so this
-  scenario takes about 7-10 minutes whatever ``--seconds`` is.
+  far more than FairServe's 20 a user per 20 s); 23-28 s of replay per system;
+* justitia_mix, 1 s: 11 applications (31 calls; each user's first
+  application arrives at once); about 15 s of replay per system;
+* justitia_starvation, 1 s: the elephant and 25 mice (105 calls); the
+  elephant (30 map calls of 200 tokens over a 1,500-token prompt, a few at
+  a time in the 8,192-token pool) is the same work whatever ``--seconds``
+  is: about 55 s of replay per system.
 
     PYTHONPATH=. python benchmarks/experiments/apps_engine.py \\
         [--scenarios fairserve_abuse justitia_mix justitia_starvation] [--seconds S] [--seed 0] \\

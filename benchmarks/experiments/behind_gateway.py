@@ -3,7 +3,9 @@
 Two workers (``--policy dlpm --enable-metrics``, one core each) behind the
 gateway (``--gateway``: ``smg`` 1.13 by default, or ``sglang-router`` 0.3.2;
 ``cache_aware``), once with the gateway's defaults and once per
-``--variant`` (gateway flags), the same two workers behind each:
+``--variant`` (gateway flags), the same two workers behind each (a later
+setting finds their caches warm and their clients' counters where the last
+left them; what a setting's tenants were charged is read as a difference):
 
 * **identity**: tenant ``alice`` sends requests naming herself in the
   ``X-Client-Id`` header, ``bob`` in the body's ``routing_key``, ``carol`` in
@@ -90,6 +92,16 @@ def service_by_worker(servers: Sequence[LocalServer]) -> list[Counter[str]]:
             charged[client] += float(value)
         out.append(charged)
     return out
+
+
+def gained(before: Counter[str], after: Counter[str]) -> dict[str, float]:
+    """Per client, the service charged between two readings; a counter that went down (a client
+    dropped as idle and counted again from 0) is an error, not a negative charge."""
+    fell = [client for client in before if after.get(client, 0.0) < before[client]]
+    if fell:
+        raise SystemExit(f"service counters went down between two readings for {fell}")
+    return {client: value - before.get(client, 0.0) for client, value in after.items()
+            if value > before.get(client, 0.0)}
 
 
 def start_workers(stack: contextlib.ExitStack, count: int, log_dir: Path) -> list[LocalServer]:
@@ -318,19 +330,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{name}] starting ...", file=sys.stderr, flush=True)
             with Gateway.around([w.base_url for w in workers], GATEWAY + flags,
                                 log_dir=Path(args.log_dir) / f"variant-{k}", kind=args.gateway) as gateway:
+                dead = [i for i, worker in enumerate(workers) if worker.poll() is not None]
+                if dead:
+                    raise SystemExit(f"worker(s) {dead} exited during the previous setting; logs in {args.log_dir}")
                 time.sleep(2 * METRICS_REFRESH_S)  # the last setting's charges are on /metrics
                 before = service_by_worker(workers)
                 asyncio.run(identity(gateway.base_url, args.requests))
                 time.sleep(2 * METRICS_REFRESH_S)
-                charged = [after - earlier for after, earlier in zip(service_by_worker(workers), before)]
+                charged = [gained(earlier, after) for earlier, after in zip(before, service_by_worker(workers))]
                 result = asyncio.run(bad_tenant(gateway.base_url, args.bad, args.window, args.period,
                                                 bad_after_s=3.0))
             report(name, flags, charged, result, args)
     return 0
 
 
-def report(name: str, flags: Sequence[str], charged: list[Counter[str]], result: dict,
-       args: argparse.Namespace) -> None:
+def report(name: str, flags: Sequence[str], charged: list[dict[str, float]], result: dict,
+           args: argparse.Namespace) -> None:
     print(f"== {name} ({' '.join(GATEWAY + flags)})")
     for i, per_client in enumerate(charged):
         shown = ", ".join(f"{c} {v:.0f}" for c, v in sorted(per_client.items())) or "nothing charged"

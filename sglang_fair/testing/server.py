@@ -62,10 +62,10 @@ _BIND_FAILED = b"address already in use"  # uvicorn's and ZMQ's EADDRINUSE messa
 _PROBE_TIMEOUT_S = 5.0
 _SETTLE_TIMEOUT_S = 60.0  # after it, a server still busy is handed over as it is
 _SETTLED_CORES = 0.5  # the whole process tree under half a core counts as quiet
-# "kill": stop() kills the process group at once instead of SIGTERM and SGLang's graceful
+# Set to "kill", stop() kills the process group at once instead of SIGTERM and SGLang's graceful
 # shutdown, which waits up to 5 s for its watchdog. A test suite sets it for the servers whose
 # shutdown no test examines (tests/conftest.py); a stop(graceful=True) is graceful regardless.
-STOP_ENV = "SGLANG_FAIR_TEST_SERVER_STOP"
+STOP_ENV = settings.TEST_SERVER_STOP_ENV
 
 
 def pick_free_port(host: str = "127.0.0.1") -> int:
@@ -156,7 +156,8 @@ class LocalServer:
         env = dict(os.environ)
         if self.device != "cpu":  # a GPU launch needs none of the CPU engine's settings below
             return env | dict(self.env) | {"PYTHONUNBUFFERED": "1"}
-        env.update({key: env.get(key) or value for key, value in CPU_ENV.items()})  # a model package given is kept
+        for key, value in CPU_ENV.items():  # a model package given is kept (empty: all of SGLang's)
+            env.setdefault(key, value)
         env["SGLANG_USE_CPU_ENGINE"] = "1"
         env["PYTHONUNBUFFERED"] = "1"  # so the log tail is current when we report a failure
         ranks = parallel_world_size(self.extra_args)
@@ -294,9 +295,9 @@ class LocalServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self, graceful: bool | None = None) -> int | None:
-        """SIGTERM the server, SIGKILL its process group after the timeout; return the exit code.
+        """Stop the server and its process group; return the exit code.
 
-        Only the leader gets SIGTERM: SGLang's own handler drains requests and
+        Graceful: only the leader gets SIGTERM: SGLang's own handler drains requests and
         shuts its children down in order (this takes about 5 s, its watchdog's
         poll period). Whatever is left of the group afterwards is killed.
         ``graceful=False`` (the default where ``STOP_ENV`` is "kill", except under
@@ -305,7 +306,7 @@ class LocalServer:
         if self._proc is None:
             return None
         if graceful is None:
-            graceful = os.environ.get(STOP_ENV) != "kill" or "--use-ray" in self.extra_args
+            graceful = not settings.test_servers_killed() or "--use-ray" in self.extra_args
         pgid = self._proc.pid  # session leader: its pid is the group id
         if self._proc.poll() is not None:
             self._temporary_log = False  # it died on its own: keep the log for the post-mortem

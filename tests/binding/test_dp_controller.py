@@ -51,12 +51,19 @@ class _Servers:
             self.args += ray_args
             self.env.update(ray_env)
         self.current: LocalServer | None = None
+        self.failed: str | None = None
 
     def running(self) -> LocalServer:
-        """The backend's intact server, started if there is none."""
+        """The backend's intact server, started if there is none (one failed start fails every test)."""
+        if self.failed is not None:
+            pytest.fail(f"the module's server did not start:\n{self.failed}")
         if self.current is None:
-            self.current = self.stack.enter_context(LocalServer(extra_args=self.args, skip_tokenizer_init=True,
-                                                                env=self.env))
+            try:
+                self.current = self.stack.enter_context(LocalServer(extra_args=self.args, skip_tokenizer_init=True,
+                                                                    env=self.env))
+            except Exception as error:
+                self.failed = str(error)
+                raise
         return self.current
 
     def take(self) -> LocalServer:

@@ -13,6 +13,7 @@ import pytest
 
 from sglang_fair.binding.common.settings import PORT_RANGE_ENV
 from sglang_fair.testing.server import (
+    STOP_ENV,
     LocalServer,
     PortTakenError,
     ServerStartError,
@@ -196,25 +197,59 @@ def test_a_server_is_handed_over_once_its_processes_are_quiet_or_at_the_deadline
     assert len(taken) == samples_taken
 
 
+def _children_started(proc: subprocess.Popen) -> None:
+    import psutil
+
+    leader = psutil.Process(proc.pid)
+    for _ in range(200):  # a second or two: the child is a fresh interpreter
+        if leader.children():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the stand-in's child never started")
+
+
 def test_the_busy_reading_counts_every_process_of_the_server():
+    import psutil
+
     server = LocalServer()
     sleeper = "import time; time.sleep(60)"
     spinner = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
     server._proc = _stand_in_server(sleeper)
     try:
+        _children_started(server._proc)
         assert server._busy_cores(window_s=0.3) < 0.5
     finally:
         os.killpg(server._proc.pid, signal.SIGKILL)
         server._proc.wait()
     server._proc = _stand_in_server(spinner)
     try:
-        # A core spinning in the child, however contended the machine: more than nothing.
+        _children_started(server._proc)
+        leader = psutil.Process(server._proc.pid)
+        leader.cpu_percent(None)
+        # The spinning child, however contended the machine, against the leader, asleep since the child started.
         readings = [server._busy_cores(window_s=0.3) for _ in range(3)]
-        assert max(readings) > 0.05, readings
+        assert leader.cpu_percent(None) / 100 < 0.05
+        assert max(readings) > 0.2, readings
     finally:
         os.killpg(server._proc.pid, signal.SIGKILL)
         server._proc.wait()
     assert server._busy_cores() is None  # the leader is gone
+
+
+@pytest.mark.parametrize("graceful, env, args, code", [
+    (True, "kill", [], -signal.SIGTERM),  # asked for
+    (None, "kill", [], -signal.SIGKILL),  # the suite's default
+    (None, "kill", ["--use-ray"], -signal.SIGTERM),  # Ray's actors are not in the group: always graceful
+    (None, "", [], -signal.SIGTERM),  # a user's default
+])
+def test_stop_drains_or_kills_as_asked(tmp_path, monkeypatch, graceful, env, args, code):
+    # A stand-in with no child: SIGTERM's default action ends it with -15, a kill with -9.
+    monkeypatch.setenv(STOP_ENV, env)
+    server = LocalServer(log_path=str(tmp_path / "server.log"), extra_args=args)
+    server._log_file = open(server.log_path, "wb")
+    server._proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    assert server.stop(graceful=graceful) == code
+    assert server.stop() is None  # stopped once
 
 
 def test_parallel_world_size_reads_dp_and_tp_flags():

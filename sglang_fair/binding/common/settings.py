@@ -59,6 +59,9 @@ GATEWAYS_ENV = "SGLANG_FAIR_GATEWAYS"
 # Seconds an info or admin call waits for every data-parallel rank's answer (http/state_deadline.py).
 STATE_DEADLINE_ENV = "SGLANG_FAIR_STATE_DEADLINE_S"
 DEFAULT_STATE_DEADLINE_S = 10.0
+# "kill": a test server whose stop() is not asked to be graceful is killed at once, not drained
+# (sglang_fair.testing.server.LocalServer.stop; the test suite sets it, tests/conftest.py).
+TEST_SERVER_STOP_ENV = "SGLANG_FAIR_TEST_SERVER_STOP"
 DEFAULT_MAX_CLIENTS = 1000
 # SetInternalStateReq.server_args key under which a run-time settings change travels (HTTP -> controller -> schedulers).
 ADMIN_SETTINGS_KEY = "fair_settings"
@@ -227,6 +230,10 @@ def state_deadline_s() -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{STATE_DEADLINE_ENV} must be a positive number of seconds, got {raw!r}")
     return value
+
+
+def test_servers_killed() -> bool:
+    return os.environ.get(TEST_SERVER_STOP_ENV) == "kill"
 
 
 def unsupported_sglang_allowed() -> bool:
