@@ -4,7 +4,7 @@ Real servers (tests marked ``server``) are slow to start, so tests that need
 the same flags share one: ask ``server_pool`` (tests/support/servers.py) for a
 server by its settings and it starts it once per session, on first use, and
 stops it after the last test that uses it. The shared servers used by more than one directory are defined here
-(``dlpm_dp2_server``), the others in their directory's conftest.py. A test on
+(``dlpm_dp2_server``, ``lpm_server``, ``patched_fairserve_server``), the others in their directory's conftest.py. A test on
 a shared server must leave it as it found it (restore what it changed at run
 time, e.g. through ``/fair/settings``) and never stop it or kill its workers:
 a test that does launches its own ``LocalServer``. The session's summary says
@@ -21,7 +21,8 @@ import pytest
 from sglang_fair.testing import server as server_module
 from sglang_fair.testing.server import LocalServer
 from sglang_fair.tiny_cpu import write_tiny_model
-from tests.support.servers import ADMIN_KEY, ServerPool
+from tests.support.patched_sglang import build_patched_tree, patched_env
+from tests.support.servers import ADMIN_KEY, ServerPool, fairserve_config_file
 
 _launches: list[tuple[float, float, str]] = []  # (seconds to healthy, then to quiet, the arguments)
 
@@ -46,6 +47,32 @@ def dlpm_dp2_server(server_pool: ServerPool, request: pytest.FixtureRequest):
     server = server_pool.get(args, module="sglang_fair.launch_server", skip_tokenizer_init=True)
     yield server
     server_pool.release_after_last_user(request, "dlpm_dp2_server", server)
+
+
+@pytest.fixture
+def lpm_server(server_pool: ServerPool, request: pytest.FixtureRequest):
+    """SGLang's own launcher with ``--schedule-policy lpm`` (our plugin's policies not asked for), shared."""
+    server = server_pool.get(["--schedule-policy", "lpm"], max_total_tokens=16384)
+    yield server
+    server_pool.release_after_last_user(request, "lpm_server", server)
+
+
+@pytest.fixture(scope="session")
+def patched_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The installed SGLang's source with its series from patches/ applied, built once per session."""
+    return build_patched_tree(tmp_path_factory.mktemp("patched"))
+
+
+@pytest.fixture
+def patched_fairserve_server(server_pool: ServerPool, patched_tree: Path, tmp_path_factory: pytest.TempPathFactory,
+                             request: pytest.FixtureRequest):
+    """``--policy fairserve`` (``FAIRSERVE_CONFIG``'s throttle) with metrics, on SGLang built from patches/, shared."""
+    args = ["--policy", "fairserve", "--fair-policy-config", str(fairserve_config_file(tmp_path_factory)),
+            "--enable-metrics"]
+    server = server_pool.get(args, env=patched_env(patched_tree), module="sglang_fair.launch_server",
+                             skip_tokenizer_init=True)
+    yield server
+    server_pool.release_after_last_user(request, "patched_fairserve_server", server)
 
 
 def pytest_configure(config: pytest.Config) -> None:

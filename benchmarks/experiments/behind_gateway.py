@@ -55,7 +55,7 @@ from pathlib import Path
 
 import aiohttp
 
-from sglang_fair.bench.gateway import GATEWAYS, Gateway, gateway_missing
+from sglang_fair.bench.gateway import GATEWAYS, Gateway, gateway_missing, start_workers
 from sglang_fair.testing.server import LocalServer
 
 SERVER = ["--policy", "dlpm", "--enable-metrics"]
@@ -102,18 +102,6 @@ def gained(before: Counter[str], after: Counter[str]) -> dict[str, float]:
         raise SystemExit(f"service counters went down between two readings for {fell}")
     return {client: value - before.get(client, 0.0) for client, value in after.items()
             if value > before.get(client, 0.0)}
-
-
-def start_workers(stack: contextlib.ExitStack, count: int, log_dir: Path) -> list[LocalServer]:
-    """``count`` DLPM servers, one slice of this process's cores each, kept up across the gateway settings."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < count:
-        raise SystemExit(f"{count} workers need {count} cores, {len(cpus)} available")
-    per = len(cpus) // count
-    log_dir.mkdir(parents=True, exist_ok=True)
-    return [stack.enter_context(LocalServer(module="sglang_fair.launch_server", extra_args=SERVER,
-                                            cpus=cpus[i * per:(i + 1) * per], log_path=log_dir / f"worker-{i}.log"))
-            for i in range(count)]
 
 
 async def identity(url: str, requests: int) -> None:
@@ -323,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         # The workers serve every gateway setting in turn (each setting its own gateway in front of them):
         # what a setting's tenants were charged is what the workers' counters gained during its run.
-        workers = start_workers(stack, 2, Path(args.log_dir) / "workers")
+        workers = start_workers(stack, 2, SERVER, Path(args.log_dir) / "workers")
         for k, variant in enumerate(variants):
             flags = variant.split()
             name = variant or "gateway defaults"

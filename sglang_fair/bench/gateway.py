@@ -94,6 +94,25 @@ def gateway_missing(kind: str = "sglang-router") -> str | None:
     return None
 
 
+def core_slices(count: int, cpus: Sequence[int] | None = None) -> list[list[int]]:
+    """``count`` equal slices of ``cpus`` (default: this process's cores), one per worker."""
+    cpus = sorted(cpus or os.sched_getaffinity(0))
+    if len(cpus) < count:
+        raise ValueError(f"{count} gateway workers need {count} cores, {len(cpus)} available")
+    per = len(cpus) // count if count else 0
+    return [cpus[i * per:(i + 1) * per] for i in range(count)]
+
+
+def start_workers(stack: contextlib.ExitStack, count: int, server_args: Sequence[str], log_dir: Path,
+                  cpus: Sequence[int] | None = None) -> list[LocalServer]:
+    """``count`` ``sglang_fair.launch_server`` workers, one slice of ``cpus`` each, stopped with ``stack``;
+    a gateway may be started in front of them (``Gateway.around``) as many times as wanted."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return [stack.enter_context(LocalServer(module="sglang_fair.launch_server", extra_args=server_args, cpus=cores,
+                                            log_path=log_dir / f"worker-{i}.log"))
+            for i, cores in enumerate(core_slices(count, cpus))]
+
+
 class Gateway(contextlib.AbstractContextManager):
     """``workers`` servers (``server_args`` each, one slice of ``cpus`` each) behind the gateway ``kind``.
 
@@ -106,11 +125,8 @@ class Gateway(contextlib.AbstractContextManager):
                  cpus: Sequence[int] | None = None, log_dir: Path | None = None,
                  startup_timeout_s: float = 180.0, kind: str = "sglang-router",
                  files: dict[str, str] | None = None, expect_log: str | None = None) -> None:
-        cpus = sorted(cpus or os.sched_getaffinity(0))
-        if len(cpus) < workers:
-            raise ValueError(f"{workers} gateway workers need {workers} cores, {len(cpus)} available")
-        per = len(cpus) // workers if workers else 0
-        self.slices = [cpus[i * per:(i + 1) * per] for i in range(workers)]
+        self.workers, self.cpus = workers, cpus
+        core_slices(workers, cpus)  # enough cores, or a ValueError now
         self.kind = GATEWAYS[kind]
         self.server_args, self.gateway_args = list(server_args), list(gateway_args)
         self.files, self.expect_log = dict(files or {}), expect_log
@@ -144,11 +160,8 @@ class Gateway(contextlib.AbstractContextManager):
         if missing:
             raise RuntimeError(missing)
         try:
-            for i, cores in enumerate(self.slices):
-                server = LocalServer(module="sglang_fair.launch_server", extra_args=self.server_args, cpus=cores,
-                                     log_path=self.log_dir / f"worker-{i}.log")
-                self.servers.append(self._stack.enter_context(server))
-            if self.slices:
+            if self.workers:
+                self.servers = start_workers(self._stack, self.workers, self.server_args, self.log_dir, self.cpus)
                 self.worker_urls = [server.base_url for server in self.servers]
             self._start_gateway()
         except BaseException:

@@ -15,7 +15,6 @@ Needs SGLang installed the CPU way (scripts/install_cpu.sh).
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 from sglang_fair.binding.common import settings
 from sglang_fair.binding.common.cpu_threads import BIND_ENV, bind_groups
 from sglang_fair.ports import free_port_run, port_free
+from sglang_fair.testing.quiet import busy_cores, wait_quiet
 from sglang_fair.tiny_cpu import CPU_ENV, CPU_OPTIONS, ensure_tiny_model
 
 # Flags every CPU launch needs: the launcher's --tiny-cpu set.
@@ -61,7 +61,6 @@ _BIND_FAILED = b"address already in use"  # uvicorn's and ZMQ's EADDRINUSE messa
 # connection and never answer, and the bind error is read from the log between probes.
 _PROBE_TIMEOUT_S = 5.0
 _SETTLE_TIMEOUT_S = 60.0  # after it, a server still busy is handed over as it is
-_SETTLED_CORES = 0.5  # the whole process tree under half a core counts as quiet
 # Set to "kill", stop() kills the process group at once instead of SIGTERM and SGLang's graceful
 # shutdown, which waits up to 5 s for its watchdog. A test suite sets it for the servers whose
 # shutdown no test examines (tests/conftest.py); a stop(graceful=True) is graceful regardless.
@@ -118,7 +117,7 @@ class LocalServer:
     python: str = sys.executable
     cwd: str | os.PathLike | None = None  # the server's working directory (None: this process's)
     startup_s: float | None = field(default=None, init=False)  # launch until healthy
-    settle_s: float | None = field(default=None, init=False)  # then until its processes were quiet
+    settle_s: float | None = field(default=None, init=False)  # then until its processes were quiet (quiet.py)
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _log_file: Any = field(default=None, init=False, repr=False)
     _temporary_log: bool = field(default=False, init=False, repr=False)
@@ -227,43 +226,10 @@ class LocalServer:
             self.stop()
             raise
         self.startup_s = time.monotonic() - started
-        self._wait_settled(time.monotonic() + _SETTLE_TIMEOUT_S)
+        pid = self._proc.pid
+        wait_quiet(time.monotonic() + _SETTLE_TIMEOUT_S, lambda: busy_cores(pid))
         self.settle_s = time.monotonic() - started - self.startup_s
         return self
-
-    def _wait_settled(self, deadline: float, busy_cores: Callable[[], float | None] | None = None,
-                      clock: Callable[[], float] = time.monotonic) -> None:
-        """Until the server's processes together use under half a core over half a second.
-
-        Healthy is not yet quiet: under ``--use-ray`` SGLang spawns the detokenizer
-        only once the scheduler actors are up, and with ``--skip-tokenizer-init``
-        the server answers while that process still imports, on a full core for
-        10-20 s on a 2-core machine; the workers a test then measures ran in turns.
-        """
-        sample = busy_cores or self._busy_cores
-        while clock() < deadline:
-            busy = sample()
-            if busy is None or busy < _SETTLED_CORES:
-                return
-
-    def _busy_cores(self, window_s: float = 0.5) -> float | None:
-        """Cores the server's process tree used over ``window_s``; None once its leader is gone."""
-        import psutil
-
-        try:
-            leader = psutil.Process(self._proc.pid)
-            tree = [leader, *leader.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return None  # it died: the test's first request says so
-        for proc in tree:
-            with contextlib.suppress(psutil.Error):
-                proc.cpu_percent(None)  # starts the window
-        time.sleep(window_s)
-        busy = 0.0
-        for proc in tree:
-            with contextlib.suppress(psutil.Error):
-                busy += proc.cpu_percent(None) / 100
-        return busy
 
     def _wait_healthy(self, deadline: float) -> None:
         while True:

@@ -1,5 +1,6 @@
 """`run --launch`: the bench starts its own tiny CPU server with the policy
-(python -m sglang_fair.launch_server), replays, and stops it."""
+(python -m sglang_fair.launch_server), replays, and stops it; and a scenario of another
+vocabulary replayed on the real engine."""
 
 import json
 
@@ -28,12 +29,13 @@ def test_launch_runs_the_policy_and_stops_the_server(tmp_path, capsys):
     assert main(["audit", str(out)]) in (EXIT_OK, EXIT_VIOLATION)  # audited: within the bound or not, never unauditable
 
 
-def test_justitia_mix_replays_on_the_real_engine(tmp_path, capsys):
+def test_justitia_mix_replays_on_the_real_engine(tmp_path, capsys, lpm_server):
     """The scenario is written for a 32000-id vocabulary: against the tiny model (1024 ids)
-    its ids are generated in the model's vocabulary, and every request is answered."""
+    its ids are generated in the model's vocabulary, and every request is answered. (Against the
+    session's shared server: the launch itself is the test above's.)"""
     out = tmp_path / "run"
     code = main(["run", "--workload", "apps", "--scenario", "justitia_mix", "--num-programs", "1",
-                 "--policy", "justitia", "--launch", "--out", str(out), "--no-progress"])
+                 "--policy", "lpm", "--backend", lpm_server.base_url, "--out", str(out), "--no-progress"])
     err = capsys.readouterr().err
     assert code == EXIT_OK, err
     assert "its vocabulary (32000) is larger than the model's (1024 ids" in err

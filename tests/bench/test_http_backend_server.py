@@ -1,5 +1,5 @@
 """The replay client and the bench command against the real SGLang server on
-CPU (tiny random-weight model): one server for the module."""
+CPU (tiny random-weight model): the session's shared LPM server."""
 
 import json
 
@@ -14,12 +14,9 @@ from sglang_fair.workloads.spec import parse_scenario
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture(scope="module")
-def server():
-    from sglang_fair.testing.server import LocalServer
-
-    with LocalServer(extra_args=["--schedule-policy", "lpm"], max_total_tokens=16384) as s:
-        yield s
+@pytest.fixture
+def server(lpm_server):
+    return lpm_server  # the shared SGLang server under --schedule-policy lpm (tests/conftest.py)
 
 
 def tot_workload(branches=2, height=2, programs=2):

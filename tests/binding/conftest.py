@@ -7,9 +7,7 @@ import json
 import os
 
 import pytest
-import yaml
-
-from tests.support.servers import ADMIN_KEY, FAIRSERVE_CONFIG, FAULTS
+from tests.support.servers import ADMIN_KEY, FAULTS, fairserve_config_file
 
 
 @pytest.fixture(scope="session")
@@ -59,11 +57,9 @@ def dlpm_server(server_pool, request):
 
 @pytest.fixture
 def fairserve_server(server_pool, tmp_path_factory, request):
-    """One worker under ``--policy fairserve`` with the throttle of ``FAIRSERVE_CONFIG`` and no admin key, shared."""
-    config = tmp_path_factory.getbasetemp() / "fairserve-shared.yaml"
-    if not config.exists():
-        config.write_text(yaml.safe_dump(FAIRSERVE_CONFIG))
-    args = ["--policy", "fairserve", "--fair-policy-config", str(config)]
+    """One worker under ``--policy fairserve`` with the throttle of ``FAIRSERVE_CONFIG`` and the admin API, shared."""
+    args = ["--policy", "fairserve", "--fair-policy-config", str(fairserve_config_file(tmp_path_factory)),
+            "--admin-api-key", ADMIN_KEY]
     server = server_pool.get(args, module="sglang_fair.launch_server", skip_tokenizer_init=True)
     yield server
     server_pool.release_after_last_user(request, "fairserve_server", server)

@@ -8,7 +8,6 @@ import contextlib
 
 import pytest
 
-from sglang_fair.testing.server import LocalServer
 from tests.support.servers import ADMIN_KEY
 from tests.support.http import call, client_metric, metric, metrics_text, samples, wait_until
 
@@ -97,25 +96,36 @@ def test_settings_change_at_run_time_with_the_admin_key_only(dlpm_server):
         assert counter2 - counter3 == pytest.approx(service3 - service2)
 
 
-def test_fairserve_throttle_limits_change_at_run_time():
-    args = ["--policy", "fairserve", "--admin-api-key", ADMIN]  # FairServe's default limits: a server of its own
-    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True) as server:
-        generate = {"input_ids": list(range(1, 30)), "sampling_params": {"max_new_tokens": 2}}
-        assert [_call(server, "/generate", generate, key=None, client="alice")[0] for _ in range(3)] == [200] * 3
-        # Overloaded whatever the KV use, and one request per window each: alice's next is refused.
+def test_fairserve_throttle_limits_change_at_run_time(fairserve_server):
+    # The shared FairServe server (overloaded whatever the KV use, one request per user per window);
+    # its limits are put back afterwards. Its clients here are this test's own.
+    server, alice, bob = fairserve_server, "admin-alice", "admin-bob"
+    generate = {"input_ids": list(range(1, 30)), "sampling_params": {"max_new_tokens": 2}}
+    status, before = _call(server, "/fair/settings")
+    assert status == 200, before
+    found = before["ranks"][0]["throttle"]
+    try:
+        status, body = _call(server, "/fair/settings", {"throttle": {"overload_kv_usage": 1.0}})  # never overloaded
+        assert status == 200 and body["ranks"][0]["throttle"]["overload_kv_usage"] == 1.0
+        assert [_call(server, "/generate", generate, key=None, client=alice)[0] for _ in range(3)] == [200] * 3
+        # Overloaded whatever the KV use again, and one request per window each: alice's next is refused.
         status, body = _call(server, "/fair/settings", {"throttle": {"overload_kv_usage": 0.0, "user_limit": 1}})
         assert status == 200 and body["ranks"][0]["throttle"]["user_limit"] == 1
-        assert _call(server, "/generate", generate, key=None, client="alice")[0] == 429
-        assert _call(server, "/generate", generate, key=None, client="bob")[0] == 200  # his first in the window
-        status, body = _call(server, "/fair/settings", {"throttle": {"user_limits": {"alice": 100}}})
-        assert status == 200 and body["ranks"][0]["throttle"]["user_limits"] == {"alice": 100}
-        assert _call(server, "/generate", generate, key=None, client="alice")[0] == 200
+        assert _call(server, "/generate", generate, key=None, client=alice)[0] == 429
+        assert _call(server, "/generate", generate, key=None, client=bob)[0] == 200  # his first in the window
+        status, body = _call(server, "/fair/settings", {"throttle": {"user_limits": {alice: 100}}})
+        assert status == 200 and body["ranks"][0]["throttle"]["user_limits"][alice] == 100
+        assert _call(server, "/generate", generate, key=None, client=alice)[0] == 200
+    finally:  # a per-client limit cannot be removed: alice's is set back to the server's own
+        restore = {key: found[key] for key in ("overload_kv_usage", "user_limit")}
+        status, body = _call(server, "/fair/settings", {"throttle": {**restore, "user_limits": {alice: found["user_limit"]}}})
+        assert status == 200 and body["ranks"][0]["throttle"]["overload_kv_usage"] == found["overload_kv_usage"]
 
 
-def test_without_an_admin_key_the_settings_are_closed(fairserve_server):
-    # The shared fairserve server has no admin key (the policy does not matter here).
+def test_without_an_admin_key_the_settings_are_closed(lpm_server):
+    # The shared server under SGLang's own launcher has no admin key; our routes are there all the same.
     for body in (None, {"quantum": 5}):
-        status, reply = _call(fairserve_server, "/fair/settings", body, key=None)
+        status, reply = _call(lpm_server, "/fair/settings", body, key=None)
         assert status == 403 and "start it with --admin-api-key KEY" in reply["error"]
 
 

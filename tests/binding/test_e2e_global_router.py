@@ -130,10 +130,12 @@ def test_both_clients_are_served_and_the_run_is_within_theorem_g(server: LocalSe
     # come together, before either worker caches the prefix: under the default latency isolation a
     # client with nothing dispatched takes the place each local queue keeps for newcomers, so the
     # second may start on the other worker (it then caches the prefix too). A first call may find
-    # part of it: the other program's first call is still prefilling it, chunk by chunk.
+    # part of it: the other program's first call is still prefilling it, chunk by chunk. Once both
+    # workers cache the prefix, a later call may go to either (the index learns of a worker's
+    # prefix from its KV events, a moment after the prefill), but still finds the whole prefix there.
     placed = sorted((r.program_id, r.call_index, r.worker, r.cached_tokens) for r in by_client["pinned"])
-    for program in {p for p, _, _, _ in placed}:
-        assert len({worker for p, _, worker, _ in placed if p == program}) == 1, placed
+    if len({worker for _, call, worker, _ in placed if call == 0}) == 1:  # only one worker computed the prefix
+        assert len({worker for _, _, worker, _ in placed}) == 1, placed
     assert all((cached or 0) >= len(PREFIX) for _, call, _, cached in placed if call > 0), placed
     assert watcher.most_held > 0, "the router never held a request: the late-binding path was not exercised"
     # A request leaves its worker's local queue when admitted (or finished): more requests

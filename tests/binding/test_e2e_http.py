@@ -8,12 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from sglang_fair.testing.server import LocalServer
 from tests.support.http import call
-from tests.support.servers import FAIRSERVE_CONFIG
-from tests.support.patched_sglang import build_patched_tree, patched_env
 
 pytestmark = pytest.mark.server
 
@@ -31,22 +28,13 @@ def _check_build(server: LocalServer, via: str) -> LocalServer:
     return server
 
 
-@pytest.fixture(scope="module")
-def patched_server(tmp_path_factory):
-    config = tmp_path_factory.mktemp("fairserve") / "fairserve.yaml"
-    config.write_text(yaml.safe_dump(FAIRSERVE_CONFIG))
-    args = ["--policy", "fairserve", "--fair-policy-config", str(config)]
-    env = patched_env(build_patched_tree(tmp_path_factory.mktemp("sglang")))
-    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True, env=env) as server:
-        yield _check_build(server, "the patched SGLang source (patches/)")
-
-
-# The stock build is the shared fairserve server (tests/binding/conftest.py); the patched one is this module's.
+# Both builds are shared servers: the stock one (tests/binding/conftest.py) and the patched one (tests/conftest.py).
+# Each test asks for both, so the pool sees every user of each (it stops a server after its last).
 @pytest.fixture(params=["stock", "patched"])
-def server(request):
+def server(request, fairserve_server, patched_fairserve_server):
     if request.param == "stock":
-        return _check_build(request.getfixturevalue("fairserve_server"), "the plugin's hooks")
-    return request.getfixturevalue("patched_server")
+        return _check_build(fairserve_server, "the plugin's hooks")
+    return _check_build(patched_fairserve_server, "the patched SGLang source (patches/)")
 
 
 def test_out_of_vocabulary_ids_are_refused_and_the_server_survives(server):

@@ -67,10 +67,16 @@ def _query(base: str, expr: str) -> list[dict]:
     return answer["data"]["result"]
 
 
-def test_every_dashboard_panel_has_data_from_a_real_server(tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    binary = _prometheus_binary()
-    # --policy dlpm --enable-metrics --dp 2, shared (tests/conftest.py); started once Prometheus is known to be here.
-    server: LocalServer = request.getfixturevalue("dlpm_dp2_server")
+@pytest.fixture
+def prometheus_binary() -> str:
+    return _prometheus_binary()
+
+
+# Prometheus is found (or the test skipped) before the shared server is asked for: fixtures are set
+# up in the order of the arguments.
+def test_every_dashboard_panel_has_data_from_a_real_server(tmp_path: Path, prometheus_binary: str,
+                                                            dlpm_dp2_server: LocalServer) -> None:
+    binary, server = prometheus_binary, dlpm_dp2_server  # --policy dlpm --enable-metrics --dp 2, shared (tests/conftest.py)
     port = pick_free_port()
     config = tmp_path / "prometheus.yml"
     target = server.base_url.split("//", 1)[1]

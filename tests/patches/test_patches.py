@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.http import call, client_metric, metrics_text, wait_until
-from tests.support.patched_sglang import PATCHES_DIR, build_patched_tree, patch_series, patched_env
+from tests.support.patched_sglang import PATCHES_DIR, patch_series, patched_env
 
 
 def test_patches_hold_one_series_per_supported_release():
@@ -26,11 +26,6 @@ def test_patches_hold_one_series_per_supported_release():
     names = [p.name for p in patch_series(SUPPORTED_SGLANG[-1])]
     for release in SUPPORTED_SGLANG:
         assert [p.name for p in patch_series(release)] == names, release
-
-
-@pytest.fixture(scope="module")
-def patched_tree(tmp_path_factory) -> Path:
-    return build_patched_tree(tmp_path_factory.mktemp("patched"))
 
 
 @pytest.mark.engine
@@ -86,17 +81,15 @@ def test_a_patched_sglang_is_hooked_only_where_no_patch_carries_the_call(patched
 
 
 @pytest.mark.server
-def test_server_from_patched_tree_schedules_with_dlpm(patched_tree):
-    from sglang_fair.testing.server import LocalServer
-
-    with LocalServer(extra_args=["--schedule-policy", "dlpm", "--enable-metrics"], env=patched_env(patched_tree),
-                     skip_tokenizer_init=True) as server:
-        for client in ("alice", "bob"):
-            body = {"input_ids": list(range(1, 60)), "sampling_params": {"max_new_tokens": 4}}
-            reply = call(server.url("/generate"), body, {"X-Client-Id": client})
-            assert reply.status == 200, reply.text
-        assert "schedule policy dlpm (gated" in Path(server.log_path).read_text()
-        # The series refresh at most once a second, after a batch or on an idle tick (each second).
-        wait_until(lambda: metrics_text(server),
-                   lambda text: client_metric(text, "client_input_tokens_total", "alice") is not None,
-                   timeout_s=10, interval_s=0.3, what="alice's input tokens on /metrics")
+def test_server_from_patched_tree_schedules_with_our_policy(patched_fairserve_server):
+    # The shared FairServe server on the patched tree (tests/conftest.py); each client's first request.
+    server = patched_fairserve_server
+    for client in ("patched-alice", "patched-bob"):
+        body = {"input_ids": list(range(1, 60)), "sampling_params": {"max_new_tokens": 4}}
+        reply = call(server.url("/generate"), body, {"X-Client-Id": client})
+        assert reply.status == 200, reply.text
+    assert "schedule policy fairserve (gated" in Path(server.log_path).read_text()
+    # The series refresh at most once a second, after a batch or on an idle tick (each second).
+    wait_until(lambda: metrics_text(server),
+               lambda text: client_metric(text, "client_input_tokens_total", "patched-alice") is not None,
+               timeout_s=10, interval_s=0.3, what="patched-alice's input tokens on /metrics")

@@ -16,6 +16,16 @@ FAIRSERVE_CONFIG = {"fairserve": {"overload_kv_usage": 0.0, "user_limit": 1, "wi
 FAULTS = Path(__file__).resolve().parent / "fault_injection"
 
 
+def fairserve_config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``FAIRSERVE_CONFIG`` written once per session, for the shared FairServe servers."""
+    import yaml
+
+    config = tmp_path_factory.getbasetemp() / "fairserve-shared.yaml"
+    if not config.exists():
+        config.write_text(yaml.safe_dump(FAIRSERVE_CONFIG))
+    return config
+
+
 _LAST_USERS = pytest.StashKey[dict]()  # shared server's fixture -> the node id of the last test using it
 
 
