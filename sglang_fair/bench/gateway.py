@@ -25,6 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,11 +107,19 @@ def core_slices(count: int, cpus: Sequence[int] | None = None) -> list[list[int]
 def start_workers(stack: contextlib.ExitStack, count: int, server_args: Sequence[str], log_dir: Path,
                   cpus: Sequence[int] | None = None) -> list[LocalServer]:
     """``count`` ``sglang_fair.launch_server`` workers, one slice of ``cpus`` each, stopped with ``stack``;
-    a gateway may be started in front of them (``Gateway.around``) as many times as wanted."""
+    a gateway may be started in front of them (``Gateway.around``) as many times as wanted.
+
+    They start side by side: each on cores of its own, so the whole takes about one start's time."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    return [stack.enter_context(LocalServer(module="sglang_fair.launch_server", extra_args=server_args, cpus=cores,
-                                            log_path=log_dir / f"worker-{i}.log"))
-            for i, cores in enumerate(core_slices(count, cpus))]
+    servers = [LocalServer(module="sglang_fair.launch_server", extra_args=server_args, cpus=cores,
+                           log_path=log_dir / f"worker-{i}.log")
+               for i, cores in enumerate(core_slices(count, cpus))]
+    for server in servers:
+        stack.callback(server.stop)  # a no-op for one that never started
+    with ThreadPoolExecutor(max(1, count)) as pool:
+        for started in [pool.submit(server.start) for server in servers]:
+            started.result()  # the first failure, once every start has ended
+    return servers
 
 
 class Gateway(contextlib.AbstractContextManager):

@@ -214,8 +214,11 @@ class LocalServer:
             env=self._server_env(),
             start_new_session=True,
             cwd=self.cwd,
-            preexec_fn=None if self.cpus is None else lambda: os.sched_setaffinity(0, self.cpus),
         )
+        if self.cpus is not None:
+            # Set from here, not in a preexec_fn (unsafe where threads start servers side by side): the
+            # interpreter takes seconds to import before it starts a thread or a child, which inherit it.
+            os.sched_setaffinity(self._proc.pid, self.cpus)
         atexit.register(self._kill_group)
         try:
             self._wait_healthy(started + self.startup_timeout_s)

@@ -16,7 +16,7 @@ from tests.binding.flood import FloodResult, run_flood
 
 pytestmark = pytest.mark.server
 
-DURATION_S = 20.0
+DURATION_S = 12.0
 
 
 def _run(policy: str) -> FloodResult:

@@ -165,6 +165,14 @@ def test_server_that_cannot_start_reports_its_log(tiny_model_dir):
     assert failing.pid is None
 
 
+def test_a_server_given_cores_runs_on_them_alone(tiny_model_dir):
+    root = Path(__file__).resolve().parents[2]
+    core = sorted(os.sched_getaffinity(0))[-1]
+    with LocalServer(model_path=tiny_model_dir, module="tests.support.health_stand_in", cpus=[core],
+                     cwd=str(root), env={"PYTHONPATH": str(root)}) as server:
+        assert os.sched_getaffinity(server.pid) == {core}
+
+
 # Unit tests of the launch helpers: no server.
 
 
