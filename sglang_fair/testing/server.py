@@ -15,6 +15,7 @@ Needs SGLang installed the CPU way (scripts/install_cpu.sh).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import signal
@@ -218,7 +219,8 @@ class LocalServer:
         if self.cpus is not None:
             # Set from here, not in a preexec_fn (unsafe where threads start servers side by side): the
             # interpreter takes seconds to import before it starts a thread or a child, which inherit it.
-            os.sched_setaffinity(self._proc.pid, self.cpus)
+            with contextlib.suppress(ProcessLookupError):  # exited at once: _wait_healthy says why
+                os.sched_setaffinity(self._proc.pid, self.cpus)
         atexit.register(self._kill_group)
         try:
             self._wait_healthy(started + self.startup_timeout_s)
