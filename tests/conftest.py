@@ -7,7 +7,9 @@ stops it after the last test that uses it. The shared servers used by more than 
 (``dlpm_dp2_server``, ``lpm_server``, ``patched_fairserve_server``), the others in their directory's conftest.py. A test on
 a shared server must leave it as it found it (restore what it changed at run
 time, e.g. through ``/fair/settings``) and never stop it or kill its workers:
-a test that does launches its own ``LocalServer``. The session's summary says
+a test that does launches its own ``LocalServer``, or takes the shared one
+(``server_pool.take``) and is marked ``takes_shared_server``, which runs it
+after every other test. The session's summary says
 how many servers this process launched.
 """
 
@@ -22,7 +24,8 @@ from sglang_fair.testing import server as server_module
 from sglang_fair.testing.server import LocalServer
 from sglang_fair.tiny_cpu import write_tiny_model
 from tests.support.patched_sglang import build_patched_tree, patched_env
-from tests.support.servers import ADMIN_KEY, ServerPool, fairserve_config_file
+from sglang_fair.binding.common.settings import STATE_DEADLINE_ENV
+from tests.support.servers import ADMIN_KEY, STATE_DEADLINE_S, ServerPool, fairserve_config_file
 
 _launches: list[tuple[float, float, str]] = []  # (seconds to healthy, then to quiet, the arguments)
 
@@ -42,9 +45,11 @@ def server_pool():
 
 @pytest.fixture
 def dlpm_dp2_server(server_pool: ServerPool, request: pytest.FixtureRequest):
-    """``--policy dlpm --dp 2`` (the cluster-wide router) with metrics and the admin API, shared."""
+    """``--policy dlpm --dp 2`` (the cluster-wide router) with metrics and the admin API, shared. An info
+    or admin call waits at most 3 s for a rank (tests/binding/test_e2e_worker_death.py stops one)."""
     args = ["--policy", "dlpm", "--dp", "2", "--enable-metrics", "--admin-api-key", ADMIN_KEY]
-    server = server_pool.get(args, module="sglang_fair.launch_server", skip_tokenizer_init=True)
+    env = {STATE_DEADLINE_ENV: str(STATE_DEADLINE_S)}
+    server = server_pool.get(args, env=env, module="sglang_fair.launch_server", skip_tokenizer_init=True)
     yield server
     server_pool.release_after_last_user(request, "dlpm_dp2_server", server)
 
@@ -73,6 +78,12 @@ def patched_fairserve_server(server_pool: ServerPool, patched_tree: Path, tmp_pa
                              skip_tokenizer_init=True)
     yield server
     server_pool.release_after_last_user(request, "patched_fairserve_server", server)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A test that breaks a shared server runs after every test that could share it.
+    takes = [item for item in items if item.get_closest_marker("takes_shared_server")]
+    items[:] = [item for item in items if item not in takes] + takes
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -25,12 +25,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_fair.binding.common.settings import GATEWAYS_ENV
-from sglang_fair.testing.server import LocalServer, pick_free_port
+from sglang_fair.testing.server import LocalServer, pick_free_port, start_side_by_side
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -114,11 +113,8 @@ def start_workers(stack: contextlib.ExitStack, count: int, server_args: Sequence
     servers = [LocalServer(module="sglang_fair.launch_server", extra_args=server_args, cpus=cores,
                            log_path=log_dir / f"worker-{i}.log")
                for i, cores in enumerate(core_slices(count, cpus))]
-    for server in servers:
-        stack.callback(server.stop)  # a no-op for one that never started
-    with ThreadPoolExecutor(max(1, count)) as pool:
-        for started in [pool.submit(server.start) for server in servers]:
-            started.result()  # the first failure, once every start has ended
+    for server in start_side_by_side(servers):
+        stack.callback(server.stop)
     return servers
 
 

@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,9 @@ class PortTakenError(ServerStartError):
 
 
 _PORT_TRIES = 3  # launches with a freshly picked port when the last one was taken
-_BIND_FAILED = b"address already in use"  # uvicorn's and ZMQ's EADDRINUSE message
+# uvicorn's and ZMQ's EADDRINUSE message ("address already in use"), and sglang_fair.launch_server's
+# refusal of a taken port ("port P on H is already in use"), which it checks before SGLang starts.
+_BIND_FAILED = b"already in use"
 # A probe is retried until the deadline; short, because a port another process holds may take the
 # connection and never answer, and the bind error is read from the log between probes.
 _PROBE_TIMEOUT_S = 5.0
@@ -238,11 +241,11 @@ class LocalServer:
 
     def _wait_healthy(self, deadline: float) -> None:
         while True:
-            code = self._proc.poll()
-            if code is not None:
-                raise ServerStartError(f"server exited with code {code} before becoming healthy\n{self._tail_report()}")
+            code = self._proc.poll()  # read before the log: a server that exited has written all of it
             if _BIND_FAILED in _log_end(self.log_path):
                 raise PortTakenError(f"server could not bind a port\n{self._tail_report()}")
+            if code is not None:
+                raise ServerStartError(f"server exited with code {code} before becoming healthy\n{self._tail_report()}")
             try:
                 with urllib.request.urlopen(self.url("/health_generate"), timeout=_PROBE_TIMEOUT_S) as reply:
                     if reply.status == 200:
@@ -331,6 +334,20 @@ class LocalServer:
                                          headers={"Content-Type": "application/json", **(headers or {})})
         with urllib.request.urlopen(request, timeout=timeout) as reply:
             return json.loads(reply.read())
+
+
+def start_side_by_side(servers: Sequence[LocalServer]) -> list[LocalServer]:
+    """Start ``servers`` at once, each from a thread of its own: on separate cores the whole takes about
+    one start's time. If one fails, the others are stopped and the first failure is raised."""
+    servers = list(servers)
+    with ThreadPoolExecutor(max(1, len(servers))) as pool:
+        starts = [pool.submit(server.start) for server in servers]
+    failed = [start.exception() for start in starts if start.exception() is not None]
+    if failed:
+        for server in servers:
+            server.stop()  # a no-op for one that never started
+        raise failed[0]
+    return servers
 
 
 def _log_end(path: str | os.PathLike, size: int = 4096) -> bytes:

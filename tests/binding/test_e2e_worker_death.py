@@ -1,6 +1,7 @@
 """A worker that stops answering, then dies with an info call outstanding, on the real CPU server at --dp 2.
 
 ``python -m sglang_fair.launch_server --policy dlpm --dp 2 --admin-api-key K``
+(the session's shared server, taken once every other test is done with it)
 with no traffic. SGLang's tokenizer waits for one answer per rank to an info
 or admin call (``/server_info``, ``/fair/settings``), one call of a kind at a
 time:
@@ -28,13 +29,12 @@ import pytest
 
 pytestmark = pytest.mark.server
 
-from sglang_fair import cpu_standins  # noqa: E402
-from sglang_fair.binding.common import settings  # noqa: E402
 from sglang_fair.testing.server import LocalServer  # noqa: E402
 from tests.support.http import call  # noqa: E402
+from tests.support.servers import ADMIN_KEY, STATE_DEADLINE_S  # noqa: E402
 
-ADMIN = {"Authorization": "Bearer death-key"}
-DEADLINE_S = 3.0
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+DEADLINE_S = STATE_DEADLINE_S
 
 
 def _get(server: LocalServer, path: str, headers: dict | None = None, timeout: float = 60) -> tuple[int, dict, float]:
@@ -52,15 +52,12 @@ def _states_by_rank(info: dict) -> dict:
 
 
 @pytest.fixture
-def server():
-    """A server of the test's own: it stops a worker, kills it, then stops the server."""
-    env = {"PYTHONPATH": os.pathsep.join(p for p in [str(cpu_standins.SITE), os.environ.get("PYTHONPATH", "")] if p),
-           settings.STATE_DEADLINE_ENV: str(DEADLINE_S)}
-    args = ["--policy", "dlpm", "--dp", "2", "--admin-api-key", ADMIN["Authorization"].split()[1]]
-    with LocalServer(module="sglang_fair.launch_server", extra_args=args, skip_tokenizer_init=True, env=env) as s:
-        yield s
+def server(dlpm_dp2_server: LocalServer, server_pool) -> LocalServer:
+    """The shared ``--dp 2`` server, for this test alone: it stops a worker, kills it, then stops the server."""
+    return server_pool.take(dlpm_dp2_server)
 
 
+@pytest.mark.takes_shared_server
 def test_a_silent_worker_then_its_death_never_hold_an_info_call(server: LocalServer) -> None:
     pids = _worker_pids(server)
     assert set(pids) == {0, 1}, pids

@@ -9,6 +9,7 @@ import pytest
 
 from sglang_fair.testing.server import LocalServer
 
+STATE_DEADLINE_S = 3.0  # how long the shared --dp 2 server's info and admin calls wait for a rank
 ADMIN_KEY = "admin-secret"  # the admin key of the shared servers that take run-time settings
 # Treat the server as always overloaded, and allow one request per user per minute.
 FAIRSERVE_CONFIG = {"fairserve": {"overload_kv_usage": 0.0, "user_limit": 1, "window_s": 60}}
@@ -35,6 +36,7 @@ class ServerPool:
     def __init__(self) -> None:
         self._servers: dict[tuple, LocalServer] = {}
         self._failed: dict[tuple, str] = {}
+        self._taken: list[LocalServer] = []
 
     def get(self, extra_args: Sequence[str], env: Mapping[str, str] | None = None, **options) -> LocalServer:
         """The running server with these settings (``LocalServer``'s fields), started on first use."""
@@ -68,7 +70,17 @@ class ServerPool:
                     del self._servers[key]
                     server.stop()
 
+    def take(self, server: LocalServer) -> LocalServer:
+        """Hand ``server`` to a test that breaks it (marked ``takes_shared_server``, so it runs after every
+        other test): no later test gets it, one asking for the same settings gets a fresh server."""
+        for key, running in list(self._servers.items()):
+            if running is server:
+                del self._servers[key]
+        self._taken.append(server)  # stopped at the session's end if the test does not stop it
+        return server
+
     def stop_all(self) -> None:
-        for server in self._servers.values():
+        for server in [*self._servers.values(), *self._taken]:
             server.stop()
         self._servers.clear()
+        self._taken.clear()
