@@ -13,7 +13,7 @@ import asyncio
 import aiohttp
 import pytest
 
-from sglang_fair.testing.server import LocalServer
+from sglang_fair.testing.server import LocalServer, start_side_by_side
 from tests.support.http import client_metric, metrics_text, wait_until
 
 pytestmark = pytest.mark.server
@@ -58,16 +58,33 @@ def _settled_metrics(server: LocalServer, flood: list[dict], light: list[dict]) 
 
 # Also with SGLang's mixed chunks, which decode the running batch inside prefills that
 # here come in 128-token chunks: preemption and charging must hold there too.
-@pytest.fixture(scope="module", params=[[], ["--enable-mixed-chunk", "--chunked-prefill-size", "128"]],
-                ids=["plain", "mixed-chunks"])
-def isolated_run(request):
-    args = ["--policy", "dlpm", "--fair-isolation", "--fair-quantum", "256", "--max-running-requests", "4",
-            "--enable-metrics", *request.param]
-    with LocalServer(module="sglang_fair.launch_server", extra_args=args, max_total_tokens=4096,
-                     skip_tokenizer_init=True) as server:
-        flood, light = asyncio.run(_traffic(server.base_url))
-        metrics = _settled_metrics(server, flood, light)
-    return flood, light, metrics
+VARIANTS = {"plain": [], "mixed-chunks": ["--enable-mixed-chunk", "--chunked-prefill-size", "128"]}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, tuple[list[dict], list[dict], str]]:
+    """Each variant's replies and settled /metrics; the two servers start side by side (about one
+    start's time), then each serves its traffic in turn while the other sits idle."""
+    servers = {name: LocalServer(module="sglang_fair.launch_server", max_total_tokens=4096, skip_tokenizer_init=True,
+                                 extra_args=["--policy", "dlpm", "--fair-isolation", "--fair-quantum", "256",
+                                             "--max-running-requests", "4", "--enable-metrics", *flags])
+               for name, flags in VARIANTS.items()}
+    start_side_by_side(servers.values())
+    try:
+        out = {}
+        for name, server in servers.items():
+            flood, light = asyncio.run(_traffic(server.base_url))
+            out[name] = flood, light, _settled_metrics(server, flood, light)
+            server.stop()
+        return out
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+@pytest.fixture(params=list(VARIANTS))
+def isolated_run(request, runs):
+    return runs[request.param]
 
 
 def test_every_request_is_answered_once_with_all_its_tokens(isolated_run):
