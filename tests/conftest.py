@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from sglang_fair.binding.common.settings import STATE_DEADLINE_ENV
 from sglang_fair.testing import server as server_module
 from sglang_fair.testing.server import LocalServer
 from sglang_fair.tiny_cpu import write_tiny_model
 from tests.support.patched_sglang import build_patched_tree, patched_env
-from sglang_fair.binding.common.settings import STATE_DEADLINE_ENV
 from tests.support.servers import ADMIN_KEY, STATE_DEADLINE_S, ServerPool, fairserve_config_file
 
 _launches: list[tuple[float, float, str]] = []  # (seconds to healthy, then to quiet, the arguments)
