@@ -16,8 +16,9 @@ Two APIs:
 Every call carries its application identity as headers, for policies that
 use it (FairServe, Justitia): ``X-App-Id`` = the program's kind,
 ``X-Interaction-Id`` = its program id, ``X-Interaction-Stage`` = the call's
-index. A refusal by the server's policy (HTTP 429) is an error record marked
-``throttled`` with the ``Retry-After`` it gave; it is not retried.
+index. A refusal by the server's policy (HTTP 429, or a 429 abort inside a
+stream that already answered 200) is an error record marked ``throttled``
+with the ``Retry-After`` it gave; it is not retried.
 
 For the fairness audit (docs/metrics.md) each record keeps the output
 progress seen at the client (streamed chunk arrival times and cumulative
@@ -151,8 +152,9 @@ async def fetch_server_info(session: aiohttp.ClientSession, url: str) -> dict | 
 async def sse_events(session: aiohttp.ClientSession, url: str, body: dict, headers: dict[str, str]):
     """POST ``body`` to ``url`` and yield each JSON event of its server-sent-events answer.
 
-    Raises _Throttled on HTTP 429, _ServerError on another status, a
-    malformed event or an event carrying an error.
+    Raises _Throttled on HTTP 429, _ServerError on another status or a
+    malformed event, and either for a refusal inside the stream
+    (``refusal_in_stream``).
     """
     async with session.post(url, json=body, headers=headers) as resp:
         if resp.status != 200:
@@ -173,9 +175,37 @@ async def sse_events(session: aiohttp.ClientSession, url: str, body: dict, heade
                 event = json.loads(data)
             except json.JSONDecodeError as e:
                 raise _ServerError(f"malformed stream event {data[:100]!r}: {e}") from e
-            if isinstance(event, dict) and event.get("error"):
-                raise _ServerError(str(event["error"])[:300])
+            if isinstance(event, dict):
+                refusal_in_stream(event)
             yield event
+
+
+def refusal_in_stream(event: dict) -> None:
+    """Raise for a stream event that ends the request unanswered.
+
+    A refusal decided after the answer started streaming comes back with HTTP
+    200: on ``/generate`` as an event whose ``finish_reason`` is an abort
+    (``status_code`` 429 when the server's policy throttled it), on the OpenAI
+    routes as an ``error`` event (``code`` 429). Those are throttled or failed
+    requests, not served ones.
+    """
+    error = event.get("error")
+    if error:
+        code = error.get("code") if isinstance(error, dict) else None
+        message = str(error.get("message", error) if isinstance(error, dict) else error)[:300]
+        if code == 429:
+            raise _Throttled(f"HTTP 429 in stream: {message}", None)
+        raise _ServerError(message)
+    meta = event.get("meta_info")
+    reason = meta.get("finish_reason") if isinstance(meta, dict) else None
+    if not (isinstance(reason, dict) and reason.get("type") == "abort"):
+        return
+    status, message = reason.get("status_code"), str(reason.get("message", "aborted"))[:300]
+    if status == 429:
+        retry = retry_after_seconds(None if reason.get("retry_after") is None else str(reason["retry_after"]))
+        after = f"retry after {retry:g} s" if retry is not None else "no Retry-After"
+        raise _Throttled(f"HTTP 429 in stream ({after}): {message}", retry)
+    raise _ServerError(f"aborted in stream (status {status}): {message}")
 
 
 async def read_generate_stream(events, now: Callable[[], float], wall_t0: float, prompt_len: int) -> _Reply:

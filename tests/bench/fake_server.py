@@ -7,7 +7,9 @@ The behaviour is chosen by the request's program id prefix (rid
 ``<behaviour>/...``): ``ok``, ``slow`` (sleeps), ``fail`` (HTTP 500),
 ``drop`` (closes the connection), ``streamerr`` (error event mid-stream),
 ``garbage`` (a meta_info that is not an object), ``throttle`` (HTTP 429 with
-``Retry-After: 7``), ``throttlenodate`` (HTTP 429 without it). The headers of
+``Retry-After: 7``), ``throttlenodate`` (HTTP 429 without it), ``streamabort``
+(HTTP 200, then an abort event with status 429, as SGLang streams a refusal),
+``streamfail`` (the same with status 503). The headers of
 each request are kept in ``headers``.
 """
 
@@ -100,6 +102,13 @@ class FakeServer:
         n = body["sampling_params"]["max_new_tokens"]
         prompt = len(body["input_ids"])
         for k in range(1, n + 1):
+            if behaviour in ("streamabort", "streamfail"):
+                status = 429 if behaviour == "streamabort" else 503
+                reason = {"type": "abort", "status_code": status, "message": "refused", "retry_after": 5}
+                event = {"output_ids": [], "meta_info": {"prompt_tokens": prompt, "completion_tokens": 0,
+                                                         "finish_reason": reason}}
+                await resp.write(f"data: {json.dumps(event)}\n\n".encode() + b"data: [DONE]\n\n")
+                return resp
             if behaviour == "streamerr" and k == 2:
                 await resp.write(b'data: {"error": {"message": "engine crashed"}}\n\n')
                 return resp

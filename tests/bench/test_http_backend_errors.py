@@ -4,7 +4,13 @@ demand). Every call must end as exactly one record."""
 
 import pytest
 
-from sglang_fair.bench.http_backend import ABORT_AFTER_CONNECTION_FAILURES, HttpBackend
+from sglang_fair.bench.http_backend import (
+    ABORT_AFTER_CONNECTION_FAILURES,
+    HttpBackend,
+    _ServerError,
+    _Throttled,
+    refusal_in_stream,
+)
 from sglang_fair.workloads.model import Call, Program, Workload
 from tests.bench.fake_server import FakeServer, free_port
 
@@ -58,6 +64,30 @@ def test_throttled_call_is_a_recorded_error_with_retry_after(fake):
     bare = recs["throttlenodate/b-0"]
     assert bare.throttled and bare.retry_after_s is None and "no Retry-After" in bare.error
     assert all(recs[f"ok/c-{i}"].ok and not recs[f"ok/c-{i}"].throttled for i in range(3))
+
+
+def test_an_abort_inside_a_stream_is_not_a_served_call(fake):
+    result, recs = run(fake.url, [chain("streamabort/a", n=2), chain("streamfail/b", n=1), chain("ok/c", n=1)])
+    refused = recs["streamabort/a-0"]
+    assert refused.throttled and refused.retry_after_s == 5.0 and refused.output_tokens == 0
+    assert refused.error.startswith("throttled: HTTP 429 in stream (retry after 5 s): refused")
+    assert recs["streamabort/a-1"].error == "parent failed: streamabort/a-0"
+    failed = recs["streamfail/b-0"]
+    assert not failed.throttled and failed.error == "server error: aborted in stream (status 503): refused"
+    assert recs["ok/c-0"].ok and result.partial
+
+
+def test_an_error_event_with_code_429_is_a_throttled_call():
+    # The event SGLang's OpenAI routes stream for an abort with status 429 (serving_completions.py).
+    protocol = pytest.importorskip("sglang.srt.entrypoints.openai.protocol")
+    error = protocol.ErrorResponse(object="error", message="over the limit", type="TOO_MANY_REQUESTS",
+                                   param=None, code=429)
+    with pytest.raises(_Throttled, match="HTTP 429 in stream: over the limit"):
+        refusal_in_stream({"error": error.model_dump()})
+    with pytest.raises(_ServerError, match="engine crashed") as failed:
+        refusal_in_stream({"error": {"message": "engine crashed", "code": 500}})
+    assert not isinstance(failed.value, _Throttled)
+    refusal_in_stream({"meta_info": {"finish_reason": {"type": "length", "length": 2}}})  # a finished call
 
 
 def test_calls_carry_application_identity_headers(fake):

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from sglang_fair.bench.http_backend import HttpBackend
 from sglang_fair.testing.server import LocalServer
+from sglang_fair.workloads.model import Call, Program, Workload
 from tests.support.http import call
 
 pytestmark = pytest.mark.server
@@ -55,6 +57,22 @@ def test_throttle_answers_429_with_retry_after(server):
     assert _post(server, "agent-user", {**ia, "X-Interaction-Stage": "1"})[0] == 200
     # A bad header is refused before scheduling.
     assert _post(server, "agent-user", {"X-Interaction-Stage": "-3"})[0] == 400
+
+
+def test_a_streamed_call_the_throttle_refuses_is_recorded_as_throttled(server):
+    # A streamed answer has already said HTTP 200 when the throttle refuses the call: the
+    # refusal travels as the stream's abort event. (These servers have no tokenizer, which the
+    # OpenAI routes need; their error event is checked in tests/bench/test_http_backend_errors.py.)
+    calls = (Call(tokens=tuple(range(1, 30)), max_new_tokens=2),)
+    wl = Workload(name="t", programs=[Program(f"stream-abuser-{k}", "stream-abuser", 0.5 * k, calls)
+                                      for k in range(2)])
+    records = sorted(HttpBackend(server.base_url, timeout_s=60).run(wl, progress=False).records,
+                     key=lambda r: r.t_sent)
+    assert records[0].ok and records[0].output_tokens == 2, records[0].error
+    refused = records[1]
+    assert refused.throttled and not refused.ok and refused.output_tokens == 0
+    assert refused.error.startswith("throttled: HTTP 429 in stream (retry after ")
+    assert 1 <= refused.retry_after_s <= 60
 
 
 def _raw_post(server, body: bytes) -> tuple[int, str]:
