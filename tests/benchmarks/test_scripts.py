@@ -32,8 +32,7 @@ def _run(script: str, *args: str, timeout: float = 600, exit_codes: tuple[int, .
 def test_every_script_has_a_test() -> None:
     scripts = set(SCRIPTS)
     here = {"sim_speed", "scheduling_pass", "justitia_history", "latency_isolation_sim", "latency_isolation",
-            "metrics_memory", "open_flood", "behind_gateway", "open_flood_sim", "peers_sim", "load",
-            "apps_engine"}
+            "metrics_memory", "open_flood", "behind_gateway", "open_flood_sim", "peers_sim", "load"}
     untested = scripts - TESTED_ELSEWHERE - here
     assert not untested, f"benchmark scripts without a test: {sorted(untested)}"
     for name in TESTED_ELSEWHERE:
@@ -114,36 +113,6 @@ def test_open_flood(tmp_path: Path) -> None:
     params = json.loads((run_dir / "summary.json").read_text())["run"]["params"]
     assert params["router_options"]["lane_workers"] == 1 and params["router_options"]["lane_tokens"] == 1500
     assert params["router_options"]["lane_hold_s"] == 5
-
-
-@pytest.mark.server
-def test_apps_engine(tmp_path: Path) -> None:
-    # The programs arriving in the first 10 ms: two servers (fairserve, vtc), one after the other.
-    out = _run("apps_engine", "--scenarios", "fairserve_abuse", "--seconds", "0.01", "--json",
-               str(tmp_path / "out.json"), "--plot", str(tmp_path / "cdf.png"), "--log-dir", str(tmp_path / "logs"))
-    data = json.loads((tmp_path / "out.json").read_text())
-    scenario = data["scenarios"]["fairserve_abuse"]
-    # the summarize users' 3,300-4,000-token prompts do not fit the 2,048-token context: dropped, and said so
-    assert scenario["dropped_programs"] == 2 and "dropped 2 of 16 calls (2 whole programs)" in out
-    assert scenario["programs"] == 8 and scenario["calls"] == 14
-    assert list(scenario["systems"]) == ["fairserve", "vtc"]
-    for name, row in scenario["systems"].items():
-        assert row["requests"] == 14 and row["answered_once"] and not row["run_errors"], name
-        assert row["ok"] + row["errors"] + row["throttled"] + row["not_sent"] == 14, name
-        assert row["ok"] > 0 and row["mean_completion_s"] > 0, name
-        assert (tmp_path / "logs" / f"fairserve_abuse-{name}.log").is_file()
-    assert data["answered_once"] and "every request answered or refused exactly once, on every system: PASS" in out
-    metrics = [check["metric"] for check in scenario["checks"]]
-    assert metrics == ["abuser's requests refused (share)", "benign users' requests refused (share)",
-                       "benign P90 completion, FairServe / VTC"]
-    assert all(f"{metric} = " in out for metric in metrics)
-    assert (tmp_path / "cdf.png").stat().st_size > 10_000
-    script = str(SCRIPTS["apps_engine"])
-    for args, message in ((["--seconds", "0"], "positive number of seconds"),
-                          (["--scenarios", "nosuch"], "invalid choice")):
-        bad = subprocess.run([sys.executable, script, *args], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                             capture_output=True, text=True, timeout=120)
-        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
 
 
 GATEWAYS_REQUIRED = "SGLANG_FAIR_REQUIRE_GATEWAYS"  # set by .ci/run, whose install puts the gateways in place

@@ -9,13 +9,16 @@ from pathlib import Path
 from sglang_fair.bench.paper.claims import markdown, write_claims
 from sglang_fair.bench.paper.figure import PaperOptions, run_figures
 from sglang_fair.bench.paper.registry import PAPERS, UnknownName, figures
+from sglang_fair.testing.server import ServerStartError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     listing = "; ".join(f"{p}: {', '.join(f)}" for p, f in PAPERS.items())
-    p = sub.add_parser("paper", help="reproduce a paper's evaluation on the simulator, with a claims table",
+    p = sub.add_parser("paper", help="reproduce a paper's evaluation on the simulator (FairServe's and Justitia's "
+                                     "also on the real engine), with a claims table",
                        description=f"Figures: {listing}. Writes <out>/<paper>/fig<N>/ (runs, plot, claims row), "
-                                   "<out>/<paper>/claims.md|json and, for several papers, <out>/claims.md|json.")
+                                   "<out>/<paper>/claims.md|json and, for several papers, <out>/claims.md|json. "
+                                   "Figures named *-engine start real tiny CPU servers, one after the other.")
     p.add_argument("paper", help=f"one of {', '.join(PAPERS)}, or 'all'")
     p.add_argument("--figure", action="append", default=None, metavar="N",
                    help="figure to run (repeatable), e.g. 8 or fig8")
@@ -38,8 +41,12 @@ def cmd_paper(args) -> int:
     plan = {p: figures(p, None if (args.all or args.paper == "all") else args.figure) for p in papers}
     opts = PaperOptions(out=Path(args.out), quick=args.quick, seed=args.seed, progress=not args.no_progress)
     rows = []
-    for paper, figs in plan.items():
-        rows += run_figures(paper, figs, opts)
+    try:
+        for paper, figs in plan.items():
+            rows += run_figures(paper, figs, opts)
+    except ServerStartError as e:  # a figure replayed on the real engine
+        print(f"error: a server did not start: {e}", file=sys.stderr)
+        return 1
     if len(plan) > 1:
         md, _ = write_claims(rows, opts.out)
         print(f"wrote {md}", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sglang_fair.bench.paper import apps, dlpm_sweeps, dlpm_traces, vtc
+from sglang_fair.bench.paper import apps, apps_engine, dlpm_sweeps, dlpm_traces, vtc
 from sglang_fair.bench.paper.figure import Figure
 
 
@@ -16,8 +16,8 @@ def _ordered(*groups: list[Figure]) -> dict[str, Figure]:
 PAPERS: dict[str, dict[str, Figure]] = {
     "dlpm": _ordered(dlpm_sweeps.FIGURES, dlpm_traces.FIGURES),
     "vtc": _ordered(vtc.FIGURES),
-    "fairserve": _ordered(apps.FAIRSERVE),
-    "justitia": _ordered(apps.JUSTITIA),
+    "fairserve": _ordered(apps.FAIRSERVE, apps_engine.FAIRSERVE),
+    "justitia": _ordered(apps.JUSTITIA, apps_engine.JUSTITIA),
 }
 
 
