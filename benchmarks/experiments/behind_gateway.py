@@ -55,7 +55,7 @@ from pathlib import Path
 
 import aiohttp
 
-from sglang_fair.bench.gateway import GATEWAYS, Gateway, gateway_missing, start_workers
+from sglang_fair.bench.gateway import GATEWAYS, Gateway, core_slices, gateway_missing, start_workers
 from sglang_fair.testing.server import LocalServer
 
 SERVER = ["--policy", "dlpm", "--enable-metrics"]
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         # The workers serve every gateway setting in turn (each setting its own gateway in front of them):
         # what a setting's tenants were charged is what the workers' counters gained during its run.
-        workers = start_workers(stack, 2, SERVER, Path(args.log_dir) / "workers")
+        workers = start_workers(stack, core_slices(2), SERVER, Path(args.log_dir) / "workers")
         for k, variant in enumerate(variants):
             flags = variant.split()
             name = variant or "gateway defaults"

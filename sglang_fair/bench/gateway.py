@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_fair.binding.common.settings import GATEWAYS_ENV
-from sglang_fair.testing.server import LocalServer, pick_free_port, start_side_by_side
+from sglang_fair.testing.server import LocalServer, pick_free_port, side_by_side
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -103,19 +103,18 @@ def core_slices(count: int, cpus: Sequence[int] | None = None) -> list[list[int]
     return [cpus[i * per:(i + 1) * per] for i in range(count)]
 
 
-def start_workers(stack: contextlib.ExitStack, count: int, server_args: Sequence[str], log_dir: Path,
-                  cpus: Sequence[int] | None = None) -> list[LocalServer]:
-    """``count`` ``sglang_fair.launch_server`` workers, one slice of ``cpus`` each, stopped with ``stack``;
-    a gateway may be started in front of them (``Gateway.around``) as many times as wanted.
+def start_workers(stack: contextlib.ExitStack, cores: Sequence[Sequence[int]], server_args: Sequence[str],
+                  log_dir: Path) -> list[LocalServer]:
+    """One ``sglang_fair.launch_server`` worker per entry of ``cores`` (``core_slices``), pinned to
+    those cores and stopped with ``stack``; a gateway may be started in front of them
+    (``Gateway.around``) as many times as wanted.
 
     They start side by side: each on cores of its own, so the whole takes about one start's time."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    servers = [LocalServer(module="sglang_fair.launch_server", extra_args=server_args, cpus=cores,
+    servers = [LocalServer(module="sglang_fair.launch_server", extra_args=server_args, cpus=list(mine),
                            log_path=log_dir / f"worker-{i}.log")
-               for i, cores in enumerate(core_slices(count, cpus))]
-    for server in start_side_by_side(servers):
-        stack.callback(server.stop)
-    return servers
+               for i, mine in enumerate(cores)]
+    return stack.enter_context(side_by_side(servers))
 
 
 class Gateway(contextlib.AbstractContextManager):
@@ -130,8 +129,7 @@ class Gateway(contextlib.AbstractContextManager):
                  cpus: Sequence[int] | None = None, log_dir: Path | None = None,
                  startup_timeout_s: float = 180.0, kind: str = "sglang-router",
                  files: dict[str, str] | None = None, expect_log: str | None = None) -> None:
-        self.workers, self.cpus = workers, cpus
-        core_slices(workers, cpus)  # enough cores, or a ValueError now
+        self.cores = core_slices(workers, cpus)  # a slice per worker; too few cores: a ValueError now
         self.kind = GATEWAYS[kind]
         self.server_args, self.gateway_args = list(server_args), list(gateway_args)
         self.files, self.expect_log = dict(files or {}), expect_log
@@ -165,8 +163,8 @@ class Gateway(contextlib.AbstractContextManager):
         if missing:
             raise RuntimeError(missing)
         try:
-            if self.workers:
-                self.servers = start_workers(self._stack, self.workers, self.server_args, self.log_dir, self.cpus)
+            if self.cores:
+                self.servers = start_workers(self._stack, self.cores, self.server_args, self.log_dir)
                 self.worker_urls = [server.base_url for server in self.servers]
             self._start_gateway()
         except BaseException:

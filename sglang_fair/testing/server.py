@@ -25,7 +25,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,18 +336,22 @@ class LocalServer:
             return json.loads(reply.read())
 
 
-def start_side_by_side(servers: Sequence[LocalServer]) -> list[LocalServer]:
-    """Start ``servers`` at once, each from a thread of its own: on separate cores the whole takes about
-    one start's time. If one fails, the others are stopped and the first failure is raised."""
+@contextlib.contextmanager
+def side_by_side(servers: Iterable[LocalServer]) -> Iterator[list[LocalServer]]:
+    """Start ``servers`` at once, each from a thread of its own (on separate cores the whole takes
+    about one start's time), and stop every one on the way out; one may be stopped earlier. If one
+    fails to start, the others are stopped and the first failure is raised."""
     servers = list(servers)
-    with ThreadPoolExecutor(max(1, len(servers))) as pool:
-        starts = [pool.submit(server.start) for server in servers]
-    failed = [start.exception() for start in starts if start.exception() is not None]
-    if failed:
+    try:
+        with ThreadPoolExecutor(max(1, len(servers))) as pool:
+            starts = [pool.submit(server.start) for server in servers]
+        failed = [start.exception() for start in starts if start.exception() is not None]
+        if failed:
+            raise failed[0]
+        yield servers
+    finally:
         for server in servers:
-            server.stop()  # a no-op for one that never started
-        raise failed[0]
-    return servers
+            server.stop()  # a no-op for one never started or already stopped
 
 
 def _log_end(path: str | os.PathLike, size: int = 4096) -> bytes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_fair.testing.server import LocalServer, start_side_by_side
+from sglang_fair.testing.server import LocalServer, side_by_side
 from tests.binding.flood import FloodResult, run_flood
 
 pytestmark = pytest.mark.server
@@ -32,17 +32,13 @@ def _server(policy: str) -> LocalServer:
 def outcomes() -> dict[str, FloodResult]:
     # Started side by side (about one start's time for the three); each flood then runs while the
     # servers not yet measured sit idle, and each server stops once its flood is over.
-    servers = dict(zip(POLICIES, start_side_by_side([_server(policy) for policy in POLICIES])))
-    try:
+    with side_by_side([_server(policy) for policy in POLICIES]) as servers:
         results = {}
-        for policy, server in servers.items():
+        for policy, server in zip(POLICIES, servers):
             results[policy] = run_flood(server.base_url, duration_s=DURATION_S, grace_s=15.0, heavy_concurrency=16,
                                         heavy_prefix=256, light_prefix=96, max_new=16)
             server.stop()
         return results
-    finally:
-        for server in servers.values():
-            server.stop()
 
 
 def test_no_request_errors(outcomes):

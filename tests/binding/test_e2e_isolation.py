@@ -13,7 +13,7 @@ import asyncio
 import aiohttp
 import pytest
 
-from sglang_fair.testing.server import LocalServer, start_side_by_side
+from sglang_fair.testing.server import LocalServer, side_by_side
 from tests.support.http import client_metric, metrics_text, wait_until
 
 pytestmark = pytest.mark.server
@@ -69,17 +69,13 @@ def runs() -> dict[str, tuple[list[dict], list[dict], str]]:
                                  extra_args=["--policy", "dlpm", "--fair-isolation", "--fair-quantum", "256",
                                              "--max-running-requests", "4", "--enable-metrics", *flags])
                for name, flags in VARIANTS.items()}
-    start_side_by_side(servers.values())
-    try:
+    with side_by_side(servers.values()):
         out = {}
         for name, server in servers.items():
             flood, light = asyncio.run(_traffic(server.base_url))
             out[name] = flood, light, _settled_metrics(server, flood, light)
             server.stop()
         return out
-    finally:
-        for server in servers.values():
-            server.stop()
 
 
 @pytest.fixture(params=list(VARIANTS))

@@ -20,6 +20,7 @@ from sglang_fair.testing.server import (
     parallel_world_size,
     pick_free_port,
     process_group_alive,
+    side_by_side,
 )
 from sglang_fair.tiny_cpu import TinyLlamaSpec
 
@@ -180,6 +181,30 @@ def test_a_server_given_cores_runs_on_them_alone(tiny_model_dir):
     with LocalServer(model_path=tiny_model_dir, module="tests.support.health_stand_in", cpus=[core],
                      cwd=str(root), env={"PYTHONPATH": str(root)}) as server:
         assert os.sched_getaffinity(server.pid) == {core}
+
+
+def test_side_by_side_stops_the_others_when_one_fails_and_every_one_on_the_way_out(tiny_model_dir):
+    root = Path(__file__).resolve().parents[2]
+    started: list[int] = []  # process groups of the servers that came up
+
+    class StandIn(LocalServer):
+        def start(self) -> LocalServer:
+            super().start()
+            started.append(self.pid)
+            return self
+
+    def stand_in(module: str = "tests.support.health_stand_in") -> LocalServer:
+        return StandIn(model_path=tiny_model_dir, module=module, cwd=str(root), env={"PYTHONPATH": str(root)})
+
+    with pytest.raises(ServerStartError):
+        with side_by_side([stand_in(), stand_in("tests.support.no_such_module")]):
+            pytest.fail("entered although a server did not start")
+    assert len(started) == 1 and not process_group_alive(started[0])
+    first, second = stand_in(), stand_in()
+    with side_by_side([first, second]) as servers:
+        assert servers == [first, second] and all(process_group_alive(pid) for pid in started[1:])
+        first.stop()  # one stopped early: the way out stops the other
+    assert len(started) == 3 and not any(process_group_alive(pid) for pid in started)
 
 
 # Unit tests of the launch helpers: no server.

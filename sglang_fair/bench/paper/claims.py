@@ -107,7 +107,8 @@ def markdown(rows: list[ClaimRow]) -> str:
     for r in rows:
         lines.append("| " + " | ".join(_cell(x) for x in (
             r.paper, r.figure, r.claim, r.metric, r.target, r.ours, verdict(r.held), r.reason or "-", r.setup)) + " |")
-    scale = "quick (small scale: not the paper's numbers)" if any(r.quick for r in rows) else "paper scale"
+    scale = ("quick (small scale: not the paper's numbers)" if any(r.quick for r in rows)
+             else "full scale (each row's setup says what ran)")
     n = sum(r.held is True for r in rows)
     return "\n".join(lines) + f"\n\n{n} of {len(rows)} claims held; {scale}.\n"
 
