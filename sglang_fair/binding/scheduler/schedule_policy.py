@@ -211,8 +211,11 @@ class FairSchedulePolicy(_StockSchedulePolicy):
 
     def admission_order(self, sorted_queue: list, starved: Set[str] = frozenset()):
         """Candidates for this pass, as SGLang ``Req`` objects, from the core policy's walk
-        (the ``starved`` clients' first, in an isolation pass)."""
-        for candidate in self.fair.walk(_TrackedView(sorted_queue, self.track), starved):
+        (the ``starved`` clients' first, in an isolation pass) over SGLang's sort, or over the
+        policy's own order where SGLang has none like it (Justitia's)."""
+        queue = _TrackedView(sorted_queue, self.track)
+        ordered = queue if self.fair.policy.engine_order else self.fair.order(list(queue))
+        for candidate in self.fair.walk(ordered, starved):
             yield candidate.payload
 
 

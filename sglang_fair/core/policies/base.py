@@ -28,6 +28,10 @@ class Policy(ABC):
     # True when ``order`` uses ``cached_len``, i.e. the engine must match
     # prefixes before ordering (LPM-like policies).
     cache_aware: ClassVar[bool] = False
+    # True when ``order`` is the engine's own sort (LPM if cache-aware, else FCFS), which an
+    # engine binding may keep; False for an order of the policy's own (Justitia's finish times),
+    # which every backend must apply.
+    engine_order: ClassVar[bool] = True
     default_cost: ClassVar[str] = "linear"
 
     def __init__(

@@ -52,6 +52,7 @@ class _Job:
 class JustitiaPolicy(Policy):
     name = "justitia"
     default_cost = "kv-token-time"
+    engine_order = False  # by virtual finish time
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -64,6 +64,20 @@ def test_vtc_alternates_clients_by_counter(sglang_runtime, fair_config):
     assert len(admitted) == 8  # everything fits in this budget: VTC is work-conserving
 
 
+@pytest.mark.parametrize("policy_name, first", [("justitia", "mouse"), ("fcfs", "e0")])
+def test_justitia_admits_by_virtual_finish_time_where_fcfs_admits_by_arrival(sglang_runtime, fair_config,
+                                                                             policy_name, first):
+    # An application of three long calls arrives first, a short one after it: Justitia serves the
+    # job that would finish first under fair sharing (SGLang has no such sort: the binding applies ours).
+    fair_config()
+    policy, tree, alloc = _setup(policy_name)
+    elephant = [make_req(f"e{i}", [2000 + 300 * i + j for j in range(200)], "elephant;app=mapreduce;ia=big")
+                for i in range(3)]
+    mouse = make_req("mouse", [9000 + j for j in range(20)], "mice;app=mouse;ia=small")
+    admitted = _admission_pass(policy, tree, alloc, [*elephant, mouse], rem_input_tokens=220)
+    assert admitted[0] == first
+
+
 def test_retracted_request_is_not_charged_twice(sglang_runtime, fair_config):
     fair_config(quantum=1000)
     policy, tree, alloc = _setup("dlpm")
