@@ -12,7 +12,8 @@ Training runs BLAS on one thread: on a shared host, oversubscribed threads
 made it 10-100x slower.
 
 ``predict`` uses the type's model when there is one, else the type's mean
-cost, else the mean over all types, else the caller's fallback. Means are
+cost, else the mean over all types once ``min_samples`` runs were seen, else
+the caller's fallback (else the mean over the few runs seen). Means are
 updated online by ``observe``; models change only on ``fit`` (startup, from a
 recorded history file), so the scheduler never trains on its hot path.
 
@@ -175,7 +176,9 @@ class DemandPredictor:
         stats = self._types.get(app) if app is not None else None
         if stats is not None and stats.count:
             return stats.mean
-        if self._total:
+        # Other types' mean only once it rests on min_samples runs: a server's first runs (SGLang's
+        # warm-up request among them) say less about a new type than the caller's fallback does.
+        if self._total >= self.min_samples or (self._total and fallback is None):
             return self._total_mean
         return fallback() if fallback is not None else 0.0
 

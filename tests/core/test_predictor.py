@@ -65,6 +65,15 @@ def test_fallbacks_type_mean_then_global_mean_then_caller():
     assert not pred.has_model("sc")
 
 
+def test_other_types_mean_beats_the_callers_fallback_only_past_min_samples():
+    pred = DemandPredictor(min_samples=3)
+    pred.observe("warm-up", [1, 2, 3], 5.0)  # e.g. the server's warm-up request, the first run it sees
+    assert pred.predict("mapreduce", [7] * 1500, fallback=lambda: 9000.0) == 9000.0
+    pred.observe("a", [1], 10.0)
+    pred.observe("b", [1], 30.0)
+    assert pred.predict("mapreduce", [7] * 1500, fallback=lambda: 9000.0) == pytest.approx(15.0)
+
+
 def test_text_prompts_and_history_round_trip(tmp_path):
     pred = DemandPredictor(min_samples=4, seed=0)
     rng = random.Random(0)
