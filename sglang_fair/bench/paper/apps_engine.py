@@ -21,7 +21,7 @@ server and the three figures take about 8 minutes (a server takes about 25 s to 
 * justitia_mix, 1 s: 11 applications (31 calls; each user's first application arrives at once);
 * justitia_starvation, 1 s: the elephant and 25 mice (105 calls); the elephant (30 map calls of
   200 tokens over a 1,500-token prompt, a few at a time in the 8,192-token pool) is the same
-  work whatever the seconds: about 55 s of replay per system.
+  work whatever the seconds: about a minute of replay per system.
 
 Quick mode replays the first 10 ms of arrivals (a handful of programs).
 """
