@@ -279,7 +279,7 @@ def grid_shares(grid: dict) -> list[dict]:
                 continue
             wl = paper_workload(workload, scenario, d, seed=0, duration=grid["duration_s"])
             by_client = offered_by_client(wl)
-            good = [c for c in wl.clients if all(p.well_behaved for p in wl.programs if p.client == c)]
+            good = [c for c, ok in wl.well_behaved_clients().items() if ok]
             offered = [by_client[c] / grid["duration_s"] / (capacity * d) for c in good]
             out.append({"cell": f"{workload} {scenario.upper()} D={d}", "p50_gain": preble["wb_p50"] / ours["wb_p50"],
                         "good_offered_share": statistics.mean(offered), "fair_share": 1 / len(wl.clients),

@@ -170,7 +170,7 @@ def cmd_run(args) -> int:
         "started_at_unix": started,
         "command": "python -m sglang_fair.bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
     }
-    flags = {c: all(p.well_behaved for p in wl.programs if p.client == c) for c in wl.clients}
+    flags = wl.well_behaved_clients()
     summary = write_run(out, result, run_info, flags, weights, args.window)
     o = summary["overall"]
     print(f"wrote {out}: {o['requests_ok']}/{o['requests']} requests ok, jain={_fmt(o['jain_index'])}, "

@@ -164,7 +164,7 @@ def run_one(wl: Workload, policy: str, router: str, workers: int, seed: int, fai
     backend = SimBackend(policy=policy, seed=seed, num_workers=workers, router=router if workers > 1 else "round_robin",
                          fair=fair, router_options=(router_options or {}) if workers > 1 else {}, **(SIM | sim))
     result = backend.run(wl, progress=False)
-    flags = {c: all(p.well_behaved for p in wl.programs if p.client == c) for c in wl.clients}
+    flags = wl.well_behaved_clients()
     run_info = {"workload": wl.meta.get("workload"), "scenario": wl.meta.get("source"), "scenario_name": wl.name,
                 "policy": policy, "backend": "sim", "seed": seed,
                 "command": " ".join(shlex.quote(a) for a in sys.argv)}

@@ -47,5 +47,12 @@ class Workload:
     def clients(self) -> list[str]:
         return sorted({p.client for p in self.programs})
 
+    def well_behaved_clients(self) -> dict[str, bool]:
+        """Per client: whether every program it sends is well-behaved (what metrics judge it as)."""
+        flags: dict[str, bool] = {}
+        for p in self.programs:
+            flags[p.client] = flags.get(p.client, True) and p.well_behaved
+        return dict(sorted(flags.items()))
+
     def num_calls(self) -> int:
         return sum(len(p.calls) for p in self.programs)

@@ -145,7 +145,7 @@ class _Replay:
                 errors.append(f"the server exited with code {server.poll()} during the run; log: {log}")
         self.ctx.log(f"{system}: replayed in {time.monotonic() - started:.1f} s")
         wl = self.workload
-        flags = {c: all(p.well_behaved for p in wl.programs if p.client == c) for c in wl.clients}
+        flags = wl.well_behaved_clients()
         run_info = {"workload": wl.meta.get("workload"), "scenario": wl.meta.get("source"),
                     "scenario_name": wl.name, "policy": system, "backend": "http", "seed": self.ctx.opts.seed}
         write_run(self.ctx.dir / system, result, run_info, flags, ServiceWeights(), plots=False)
