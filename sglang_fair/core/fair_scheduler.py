@@ -47,6 +47,10 @@ class FairScheduler:
         )
         self.ledger = ServiceLedger()
         self.latency = LatencyRecord()
+        # A policy that does not price service per request takes ``Charge.weighted`` as is: a
+        # progress report, the most frequent charge, then skips building the ``Charge``.
+        self._charge_weighted = (self.policy.charge if type(self.policy).charge_request is Policy.charge_request
+                                 else None)
         self.isolation = LatencyIsolation(options, self.activity, self.ledger) if options.isolation else None
         self.requests: dict[str, TrackedRequest] = {}
         self._seq = itertools.count()
@@ -201,14 +205,18 @@ class FairScheduler:
         new = total_output - req.output_charged
         if new <= 0 or req.state is RequestState.DONE:
             return 0.0
+        client = req.client
         cost = self.cost.output(new, req.input_len + req.output_charged)
-        now = self.clock()
         if req.output_charged == 0:
-            self.latency.first_token(req.client, now - req.arrival)
+            self.latency.first_token(client, self.clock() - req.arrival)
         req.output_charged = total_output
-        self.ledger.record_output(req.client, new, cost)
-        self.policy.charge_request(req, Charge(cost, self.options.weight_of(req.client), output_tokens=new))
-        self.activity[req.client].last_active = now
+        self.ledger.record_output(client, new, cost)
+        if self._charge_weighted is not None:
+            self._charge_weighted(client, cost / self.options.weight_of(client))
+        else:
+            self.policy.charge_request(req, Charge(cost, self.options.weight_of(client), output_tokens=new))
+        # No last_active stamp: a request not done keeps its client queued or running, so never
+        # idle, and finish() stamps it. This runs once per progress report.
         return cost
 
     def finish(self, req: TrackedRequest) -> None:

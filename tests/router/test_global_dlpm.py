@@ -9,6 +9,9 @@ import pytest
 
 from sglang_fair.router import make_router
 from sglang_fair.router.global_dlpm import GlobalDLPMRouter
+from sglang_fair.router.global_dlpm.locality import OverShare
+from sglang_fair.router.global_dlpm.order import _in_room as in_room
+from sglang_fair.router.global_dlpm.placement import PlacementPass
 from tests.router.router_cluster import ClientSpec, max_backlogged_gap, run_cluster
 
 W_E, W_Q = 1.0, 2.0
@@ -172,6 +175,48 @@ def test_held_requests_rank_by_what_a_fresh_lookup_would_say(seed: int) -> None:
             if fresh.length >= KEY:
                 assert (held.length, held.holders) == (fresh.length, fresh.workers)
     assert marked  # evictions did reach held requests
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kept_rankings_read_as_a_fresh_ranking_of_every_candidate(seed: int) -> None:
+    # The workers' lists are kept sorted as candidates come, go, turn stale and gain look-alikes,
+    # and several rooms are read lazily; both must give exactly the order, and the rooms, of
+    # ranking every candidate afresh (``PlacementPass._ranked``), Preble's rebalance included.
+    rng = random.Random(seed)
+    stems = [[rng.randrange(5) for _ in range(40)] for _ in range(4)]
+    r = _router(4, local_queue_requests=2, candidates_per_client=3)
+    placed: list[tuple[str, int]] = []
+    prompts: dict[str, list[int]] = {}
+    compared = moved = 0
+    for i in range(300):
+        stem = stems[rng.randrange(4)]
+        tokens = prompts[f"r{i}"] = stem[: rng.randint(10, 40)] + [rng.randrange(4) for _ in range(rng.randint(0, 12))]
+        w = r.route(f"r{i}", f"c{rng.randrange(5)}", tokens, 2)
+        placed += ([(f"r{i}", w)] if w is not None else []) + r.take_released()
+        if placed and rng.random() < 0.4:
+            rid, worker = placed.pop(rng.randrange(len(placed)))
+            r.on_admitted(rid, worker)
+            r.on_finish(rid, worker, 2)
+            if rng.random() < 0.5:
+                r.on_cached(worker, prompts[rid] + [rng.randrange(4) for _ in range(4)])
+        if rng.random() < 0.2:
+            cut = prompts[f"r{rng.randrange(i + 1)}"]
+            r.on_evicted(rng.randrange(4), cut[: rng.randint(1, len(cut))])
+        r.held.mark_stale(r.index.take_removals())  # what the next placement pass does first
+        r.held.settle(r.index)  # and what it does before it reads the workers' lists
+        clients = list(r.held.by_client.items())
+        for rooms in ([rng.randrange(4)], sorted(rng.sample(range(4), 2)), [0, 1, 2, 3]):
+            placement = PlacementPass(rooms, r.held, r.index, r.locality, r.waits, OverShare(r.fair, True), None)
+            assert not placement.bound
+            positive = {client for client, _ in clients}
+            kept = (in_room(r.held.ranked_for(rooms[0]), rooms[0], positive) if len(rooms) == 1
+                    else placement._best_first(positive))
+            fast = [(item[-1].rid, item[-1].room, item[:3]) for item in kept]
+            fresh = sorted(placement._ranked(clients))
+            assert fast == [(item[-1].rid, item[-1].room, item[:3]) for item in fresh]
+            compared += len(fast)
+            moved += sum(1 for item in fresh if len(rooms) > 1 and -item[0] < max(item[-1].lens[w] for w in rooms))
+    assert compared > 1000 and moved  # many candidates, and the rebalance did move some
 
 
 def test_a_held_request_is_ranked_by_what_workers_hold_after_an_eviction() -> None:

@@ -60,8 +60,9 @@ tests/router/test_global_dlpm.py checks it on randomized traces.
 The package, one manager per concern, composed by ``router.GlobalDLPMRouter``:
 
 * ``options``: ``GlobalDLPMOptions``, every option, checked once;
-* ``held``: the held requests and each client's candidates ranked per worker;
+* ``held``: the held requests, and every client's candidates kept ranked for each worker;
 * ``order``: the order DLPM's walk reads them in;
+* ``placement``: one placement pass (the candidates in order for its rooms, the first no rule passes over);
 * ``local_queues``: what each worker was sent and has not admitted, its slots about to free, its load;
 * ``prefill_waits``: the shared-prefill wait and the chunked-prefill bound;
 * ``locality``: Preble's rules (best room, rebalance, exploit) and who is over their share;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
@@ -45,6 +46,7 @@ class HeldRequest:
     holders: int = 0
     room: int = -1  # the worker the last placement pass chose for it
     stale: bool = False
+    ranked_as: list[tuple[list[Ranked], Ranked]] | None = None  # in which of ``HeldRequests``' lists, as what
 
     @property
     def rid(self) -> str:
@@ -59,7 +61,11 @@ class HeldRequest:
     def sibling_placed(self, packed: bytes, worker: int) -> bool:
         """A request sharing this one's first tokens now caches ``packed`` (``pack``) on ``worker``;
         whether that changed how the request ranks."""
-        common = common_prefix_len(self.match.packed, packed)
+        mine = self.match.packed
+        known = min(self.lens[worker], self.length)  # a common prefix no longer than this changes nothing
+        if not packed.startswith(memoryview(mine)[:(known + 1) * PACKED_TOKEN_BYTES]):
+            return False  # one compare: the usual case, a look-alike already cached there
+        common = common_prefix_len(mine, packed)
         if common < PREFIX_KEY_TOKENS:
             return False
         changed = common > self.lens[worker] or common > self.length
@@ -78,17 +84,24 @@ def prefix_key(packed: bytes) -> int:
 
 
 class HeldRequests:
-    """The held requests: per client oldest first, by id, by prefix key; and each client's
-    candidates (its oldest ``candidates`` requests) ranked per worker, kept until one of them
-    changes (``reorder``): a backlog places one freed room at a time, and most clients'
-    candidates are as they were."""
+    """The held requests: per client oldest first, by id, by prefix key; and per worker, every
+    client's candidates (its oldest ``candidates`` requests) in placement order for that worker.
+    A backlog places one freed room at a time and most candidates are as they were, so the
+    lists are kept sorted as candidates come, go and change, instead of ranked again per pass."""
 
     def __init__(self, num_workers: int, candidates: int) -> None:
         self.num_workers, self.candidates = num_workers, candidates
         self.by_client: dict[str, dict[str, HeldRequest]] = {}  # the DLPM's client id -> its requests
         self.by_rid: dict[str, HeldRequest] = {}
         self.by_key: dict[int, set[str]] = {}
-        self._ranked: dict[str, dict[int, list[Ranked]]] = {}
+        # Every candidate is ranked (``HeldRequest.ranked_as`` says in which lists, as what) or,
+        # new or changed since, in ``_unranked`` until the next pass. Most candidates are cached
+        # on one worker or two: for the others their key is (0, tokens cached anywhere, seq), the
+        # same for every worker, so they are kept once, in ``_uncached``, and per worker only
+        # the candidates it caches part of, in ``_cached``.
+        self._uncached: list[Ranked] = []
+        self._cached: list[list[Ranked]] = [[] for _ in range(num_workers)]
+        self._unranked: set[HeldRequest] = set()
 
     def __bool__(self) -> bool:
         return bool(self.by_client)
@@ -102,17 +115,21 @@ class HeldRequests:
         reqs[held.rid] = held
         self.by_rid[held.rid] = held
         if len(reqs) <= self.candidates:  # one of the client's candidates
-            self.reorder(client)
+            self._unranked.add(held)
         self.by_key.setdefault(held.key, set()).add(held.rid)
 
     def remove(self, held: HeldRequest) -> None:
         client = held.tracked.client
         reqs = self.by_client[client]
+        was_candidate = held.ranked_as is not None or held in self._unranked
+        self._unrank(held)
+        self._unranked.discard(held)
         del reqs[held.rid]
         if not reqs:
             del self.by_client[client]
+        elif was_candidate and len(reqs) >= self.candidates:  # the next oldest becomes one
+            self._unranked.add(next(itertools.islice(reqs.values(), self.candidates - 1, None)))
         del self.by_rid[held.rid]
-        self.reorder(client)
         same = self.by_key[held.key]
         same.discard(held.rid)
         if not same:
@@ -126,22 +143,44 @@ class HeldRequests:
                 held.rank_by(index.refresh(held.match, touch=False), n)
             yield held
 
-    def ranked_for(self, client: str, reqs: dict[str, HeldRequest], worker: int, index: RadixIndex) -> list[Ranked]:
-        """``client``'s candidates in placement order for ``worker`` (kept until ``reorder``)."""
-        by_worker = self._ranked.setdefault(client, {})
-        ranked = by_worker.get(worker)
-        if ranked is None:
-            ranked = []
-            for held in self.candidates_of(reqs, index):
-                cached = held.lens[worker]
-                ranked.append((-cached, held.length - cached, held.tracked.seq, held))
-            ranked.sort()
-            by_worker[worker] = ranked
-        return ranked
+    def settle(self, index: RadixIndex, unless_fewer_than: int = 1) -> None:
+        """Rank the candidates that came or changed since, into the workers' lists. Passes do it
+        often, so that none pays for many (a refill makes every client's candidates readable at once)."""
+        if len(self._unranked) >= unless_fewer_than:
+            n = self.num_workers
+            for held in self._unranked:
+                if held.stale:
+                    held.rank_by(index.refresh(held.match, touch=False), n)
+                seq, length = held.tracked.seq, held.length
+                item = (0, length, seq, held)
+                bisect.insort(self._uncached, item)
+                held.ranked_as = [(self._uncached, item)]
+                for w, cached in enumerate(held.lens):
+                    if cached:
+                        item = (-cached, length - cached, seq, held)
+                        bisect.insort(self._cached[w], item)
+                        held.ranked_as.append((self._cached[w], item))
+            self._unranked.clear()
 
-    def reorder(self, client: str) -> None:
-        """``client``'s candidates or what ranks them changed: rank them again when next asked."""
-        self._ranked.pop(client, None)
+    def ranked_for(self, worker: int) -> Iterator[Ranked]:
+        """Every client's candidates in placement order for ``worker``, as of the last ``settle``
+        (the lists must not change while read)."""
+        yield from self._cached[worker]
+        for item in self._uncached:
+            if not item[-1].lens[worker]:
+                yield item
+
+    def _unrank(self, held: HeldRequest) -> None:
+        if held.ranked_as is not None:
+            for ranked, item in held.ranked_as:
+                del ranked[bisect.bisect_left(ranked, item)]
+            held.ranked_as = None
+
+    def _changed(self, held: HeldRequest) -> None:
+        """What ranks a ranked candidate changed: out of the lists until the next pass reads them."""
+        if held.ranked_as is not None:
+            self._unrank(held)
+            self._unranked.add(held)
 
     def mark_stale(self, prefixes: set[bytes]) -> None:
         """Held requests whose prompt starts with one of ``prefixes`` (packed) must be looked up again."""
@@ -150,16 +189,16 @@ class HeldRequests:
                 for rid in self.by_key.get(hash(prefix), ()):
                     held = self.by_rid[rid]
                     held.stale = True
-                    self.reorder(held.tracked.client)
+                    self._changed(held)
                 continue
             for held in self.by_rid.values():  # a short path: any held prompt may start with it
                 if held.match.packed.startswith(prefix):
                     held.stale = True
-                    self.reorder(held.tracked.client)
+                    self._changed(held)
 
     def placed(self, key: int, packed: bytes, worker: int) -> None:
         """A prompt (``packed``, key ``key``) now cached on ``worker``: its held look-alikes may match longer there."""
         for rid in self.by_key.get(key, ()):
             held = self.by_rid[rid]
-            if held.sibling_placed(packed, worker):
-                self.reorder(held.tracked.client)
+            if held.sibling_placed(packed, worker):  # the lists keep its old items until _changed removes them
+                self._changed(held)

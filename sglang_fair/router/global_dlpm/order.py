@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 
 from sglang_fair.core.requests import TrackedRequest
 from sglang_fair.router.global_dlpm.held import HeldRequest, Ranked
@@ -25,10 +25,10 @@ class InOrder:
         return cls(_popped(ranked))
 
     @classmethod
-    def merged(cls, lists: Iterable[list[Ranked]], room: int) -> InOrder:
-        """Sorted lists (each client's candidates ranked for ``room``), merged as far as read, each
-        request's room set to ``room`` as it is read."""
-        return cls(_in_room(heapq.merge(*lists), room))
+    def in_room(cls, ranked: Iterable[Ranked], room: int, clients: Container[str]) -> InOrder:
+        """The requests of ``clients`` among sorted candidates (ranked for ``room``), each with its
+        room set to ``room`` as it is read."""
+        return cls(_in_room(ranked, room, clients))
 
     def __iter__(self) -> Iterator[TrackedRequest]:
         i = 0
@@ -47,8 +47,9 @@ def _popped(heap: list[Ranked]) -> Iterator[Ranked]:
         yield heapq.heappop(heap)
 
 
-def _in_room(ranked: Iterator[Ranked], room: int) -> Iterator[Ranked]:
+def _in_room(ranked: Iterable[Ranked], room: int, clients: Container[str]) -> Iterator[Ranked]:
     for item in ranked:
         held: HeldRequest = item[-1]
-        held.room = room
-        yield item
+        if held.tracked.client in clients:
+            held.room = room
+            yield item

@@ -3,6 +3,7 @@ and the first candidate it yields that no locality rule leaves for another worke
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -15,6 +16,7 @@ from sglang_fair.router.lanes import LaneView
 from sglang_fair.router.radix_index import RadixIndex
 
 Clients = list[tuple[str, dict[str, HeldRequest]]]  # the clients that may go, with their held requests
+SETTLE_AT = 16  # changed candidates a pass that does not read the workers' lists leaves for a later one
 
 
 @dataclass
@@ -32,12 +34,54 @@ class PlacementPass:
         self.bound = self.waits.bound(self.rooms)
 
     def order(self, clients: Clients) -> InOrder:
-        if len(self.rooms) == 1 and not self.bound and self.lanes is None:
-            # A backlog is placed one freed room at a time: every candidate's room is that one, and
-            # each client's candidates are ranked for it already unless one of them changed.
+        cap = self.held.candidates
+        few = max(len(self.rooms), len(self.held) // 4)
+        if self.bound or self.lanes is not None or sum(min(len(reqs), cap) for _, reqs in clients) <= few:
+            # Few of the held requests may go (a newcomer's, or little is held): rank them alone
+            # rather than read past all the others in the workers' lists, which are brought up
+            # to date only when many changes wait (so that no later pass pays for all of them).
+            self.held.settle(self.index, unless_fewer_than=SETTLE_AT)
+            return InOrder.of(list(self._ranked(clients)))
+        # A backlog is placed one freed room at a time: the candidates are ranked for each worker
+        # already, except those that came or changed since the last pass.
+        self.held.settle(self.index)
+        positive = {client for client, _ in clients}
+        if len(self.rooms) == 1:
             room = self.rooms[0]
-            return InOrder.merged((self.held.ranked_for(c, reqs, room, self.index) for c, reqs in clients), room)
-        return InOrder.of(list(self._ranked(clients)))
+            return InOrder.in_room(self.held.ranked_for(room), room, positive)
+        return InOrder(self._best_first(positive))
+
+    def _best_first(self, positive: set[str]) -> Iterator[Ranked]:
+        """``_ranked``'s order over several rooms, with each candidate's room chosen only when the
+        walk reads that far.
+
+        Merged, the workers' lists give each candidate first at its key in the room caching most
+        of it, the best key it can have. Preble's rebalance may send it to a room caching less,
+        a later key: then it waits among the ``moved`` until its turn."""
+        rooms, locality = self.rooms, self.locality
+        merged = heapq.merge(*(self.held.ranked_for(w) for w in rooms))
+        seen: set[HeldRequest] = set()
+        moved: list[Ranked] = []
+        for item in merged:
+            held = item[-1]
+            if held.tracked.client not in positive or held in seen:
+                continue
+            seen.add(held)
+            while moved and moved[0] < item:
+                yield heapq.heappop(moved)
+            best = locality.best_room(held, rooms)
+            lighter = locality.rebalanced(held, best, rooms)
+            if lighter != best and held.tracked.client not in self.over_share:
+                best = lighter
+            held.room = best
+            cached = held.lens[best]
+            ranked = (-cached, held.length - cached, held.tracked.seq, held)
+            if cached == -item[0]:
+                yield ranked
+            else:
+                heapq.heappush(moved, ranked)
+        while moved:
+            yield heapq.heappop(moved)
 
     def _ranked(self, clients: Clients) -> Iterator[Ranked]:
         """Each candidate ranked for its best room among those it may take."""
