@@ -217,11 +217,13 @@ class RadixIndex:
             raise ValueError(f"removal prefixes need at least one token, got {prefix_tokens}")
         self._removals.watch(prefix_tokens * _T)
 
-    def take_removals(self) -> set[bytes]:
+    def take_removals(self) -> dict[bytes, int]:
         """Packed prefixes (``watch_removals``) of the paths that lost a worker since the
-        last call. Every match whose prompt does not start with one of them is unchanged by
-        removals; a prefix shorter than the watched length is the whole path that was cut."""
-        return self._removals.take()
+        last call, each with the fewest tokens above an edge removed on such a path. Every
+        match whose prompt does not start with one of them, or that is no longer than its
+        tokens, is unchanged by removals; a prefix shorter than the watched length is the
+        whole path that was cut."""
+        return {prefix: above // _T for prefix, above in self._removals.take().items()}
 
     # ---- updates ------------------------------------------------------------------
 

@@ -20,19 +20,20 @@ class PathNode(Protocol):
 
 class RemovalWatch:
     """Packed prefixes of the paths that lost a worker (pruned, dropped with their worker,
-    or trimmed past capacity), up to a watched length; nothing is kept until ``watch``."""
+    or trimmed past capacity), up to a watched length, each with the fewest bytes above a
+    removed edge on such a path; nothing is kept until ``watch``."""
 
     __slots__ = ("prefix_bytes", "removed")
 
     def __init__(self) -> None:
         self.prefix_bytes = 0  # 0: nobody watches
-        self.removed: set[bytes] = set()
+        self.removed: dict[bytes, int] = {}
 
     def watch(self, prefix_bytes: int) -> None:
         self.prefix_bytes = prefix_bytes
 
-    def take(self) -> set[bytes]:
-        out, self.removed = self.removed, set()
+    def take(self) -> dict[bytes, int]:
+        out, self.removed = self.removed, {}
         return out
 
     def note(self, top: PathNode) -> None:
@@ -44,10 +45,12 @@ class RemovalWatch:
         while node is not None:
             path.append(node)
             node = node.parent
+        above = sum(len(node.key) for node in path[1:])  # a match no longer than this keeps all it had
         prefix, want = [], self.prefix_bytes
         for node in reversed(path):  # root first; only the watched length is copied
             prefix.append(node.key[:want])
             want -= len(prefix[-1])
             if not want:
                 break
-        self.removed.add(b"".join(prefix))
+        key = b"".join(prefix)
+        self.removed[key] = min(above, self.removed.get(key, above))

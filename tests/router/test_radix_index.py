@@ -221,20 +221,22 @@ def test_removals_name_the_first_tokens_of_every_path_that_lost_a_worker() -> No
     stem = list(range(100, 300))
     index.insert(stem + [1], 0)
     index.prune(stem + [1], 0)
-    assert index.take_removals() == set()  # nobody watches: nothing is kept
+    assert index.take_removals() == {}  # nobody watches: nothing is kept
     index.watch_removals(16)
     index.insert(stem + [1], 0)
     index.prune(stem[:50], 1)  # worker 1 never held it: nothing changes
-    assert index.take_removals() == set()
+    assert index.take_removals() == {}
     index.prune(stem + [1], 0)
     index.insert(list(range(5)), 1)
     index.prune(list(range(3)), 1)  # worker 1 keeps 2 tokens: the path cut is shorter than 16
-    assert index.take_removals() == {pack(stem[:16]), pack([0, 1, 2, 3, 4])}
-    assert index.take_removals() == set()  # taken once
+    # Each with the tokens above the edge removed (worker 0 keeps the stem, worker 1 two
+    # tokens): a match no longer than that lost nothing.
+    assert index.take_removals() == {pack(stem[:16]): 200, pack([0, 1, 2, 3, 4]): 2}
+    assert index.take_removals() == {}  # taken once
     index.drop_worker(1)
-    assert index.take_removals() == {pack([0, 1])}
-    index.insert(list(range(5000, 5900)), 1)  # past capacity: the least recently used path goes
-    assert index.take_removals() == {pack(stem[:16])}
+    assert index.take_removals() == {pack([0, 1]): 0}
+    index.insert(list(range(5000, 5900)), 1)  # past capacity: the least recently used path goes,
+    assert index.take_removals() == {pack(stem[:16]): 49}  # below the split the no-op prune made
     with pytest.raises(ValueError, match="at least one token"):
         index.watch_removals(0)
 

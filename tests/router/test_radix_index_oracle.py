@@ -93,7 +93,7 @@ class _PackingOracle(OracleIndex):
         return found
 
     def take_removals(self):
-        return {b""}
+        return {b"": -1}
 
 
 @pytest.mark.parametrize("name", ["d2lpm", "preble", "cache_aware", "d2lpm_global"])

@@ -182,17 +182,19 @@ class HeldRequests:
             self._unrank(held)
             self._unranked.add(held)
 
-    def mark_stale(self, prefixes: set[bytes]) -> None:
-        """Held requests whose prompt starts with one of ``prefixes`` (packed) must be looked up again."""
-        for prefix in prefixes:
+    def mark_stale(self, prefixes: dict[bytes, int]) -> None:
+        """Held requests whose prompt starts with one of ``prefixes`` (packed), matched longer
+        than its tokens (``RadixIndex.take_removals``), must be looked up again."""
+        for prefix, kept in prefixes.items():
             if len(prefix) == _KEY_BYTES:  # a look-alike family: found by its key
                 for rid in self.by_key.get(hash(prefix), ()):
                     held = self.by_rid[rid]
-                    held.stale = True
-                    self._changed(held)
+                    if held.length > kept:
+                        held.stale = True
+                        self._changed(held)
                 continue
             for held in self.by_rid.values():  # a short path: any held prompt may start with it
-                if held.match.packed.startswith(prefix):
+                if held.length > kept and held.match.packed.startswith(prefix):
                     held.stale = True
                     self._changed(held)
 

@@ -35,11 +35,12 @@ class PlacementPass:
 
     def order(self, clients: Clients) -> InOrder:
         cap = self.held.candidates
-        few = max(len(self.rooms), len(self.held) // 4)
-        if self.bound or self.lanes is not None or sum(min(len(reqs), cap) for _, reqs in clients) <= few:
-            # Few of the held requests may go (a newcomer's, or little is held): rank them alone
-            # rather than read past all the others in the workers' lists, which are brought up
-            # to date only when many changes wait (so that no later pass pays for all of them).
+        n = sum(min(len(reqs), cap) for _, reqs in clients)
+        if self.bound or self.lanes is not None or n <= len(self.rooms) or 8 * n * n <= len(self.held):
+            # Few of the held requests may go (a newcomer's, or little is held): ranking n
+            # candidates costs some 8x more each than reading one in the workers' lists, where
+            # the first of n lies about len(held) / n in. The lists are brought up to date
+            # only when many changes wait (so that no later pass pays for all of them).
             self.held.settle(self.index, unless_fewer_than=SETTLE_AT)
             return InOrder.of(list(self._ranked(clients)))
         # A backlog is placed one freed room at a time: the candidates are ranked for each worker

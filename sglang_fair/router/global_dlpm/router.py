@@ -100,7 +100,7 @@ class GlobalDLPMRouter(IndexedRouter):
 
     def on_cached(self, worker: int, tokens: Sequence[int]) -> None:
         super().on_cached(worker, tokens)  # may lengthen held requests' matches
-        self.held.mark_stale({pack(tokens[:PREFIX_KEY_TOKENS])})
+        self.held.mark_stale({pack(tokens[:PREFIX_KEY_TOKENS]): -1})  # any match may lengthen, even none
 
     def on_admitted(self, rid: str, worker: int, cached_tokens: int | None = None) -> None:
         dispatch = self.inflight.get(rid)
