@@ -111,6 +111,7 @@ SYSTEMS = {
 }
 TARGET_P50, TARGET_P99 = 1.5, 3.0
 TARGET_P99_VS_BEST_PEER = 0.5
+FILL_S = 5.0  # the workers' batches fill with the flood's first prompts within about this long
 
 
 def flood_workload(workload: str, workers: int, flood: float, light: float, duration: float, seed: int) -> Workload:
@@ -176,12 +177,35 @@ def run_system(name: str, wl: Workload, workers: int, seed: int, engine: dict | 
     slowdowns = [beside[pid] / idle[pid] for pid in light]
     overall = summarize(full.records, well_behaved={c: c != FLOODER for c in wl.clients})["overall"]
     client_of = {p.program_id: p.client for p in wl.programs}
-    wronged = [beside[pid] for pid in light if client_of[pid] == WRONGED.get(wl.meta.get("flood_workload"))]
-    return {"wronged_p99_s": p99(wronged) if wronged else None,"decode_step_ms": _token_step_ms(full), "decode_step_ms_alone": _token_step_ms(alone),
+    wronged_client = WRONGED.get(wl.meta.get("flood_workload"))
+    wronged = [beside[pid] for pid in light if client_of[pid] == wronged_client]
+    return {"wronged_p99_s": p99(wronged) if wronged else None,
+            "wronged_tail": tail_phases([r for r in full.records if r.client == wronged_client and r.ok]),
+            "wronged_p99_after_fill_s": p99_or_none([r.t_done - r.t_sent for r in full.records
+                                                     if r.client == wronged_client and r.ok and r.t_sent >= FILL_S]),
+            "decode_step_ms": _token_step_ms(full), "decode_step_ms_alone": _token_step_ms(alone),
             "light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": p99(slowdowns),
             "light_p99_s": p99([beside[pid] for pid in light]), "light_idle_p50_s": statistics.median(idle.values()),
             "throughput": overall["throughput"]["service_per_s"], "hit_rate": overall["cache_hit_rate"],
             "light_programs": len(light), "preemptions": sum(w["preemptions"] for w in full.meta["workers"])}
+
+
+def p99_or_none(values: list[float]) -> float | None:
+    return p99(values) if values else None
+
+
+def tail_phases(records: list) -> dict[str, float] | None:
+    """Where the slowest 2% of these calls spent their time, in the mean: when they were sent
+    (s into the run), their wait for admission, admission to first token, and decoding."""
+    done = sorted((r for r in records if r.t_admitted is not None and r.t_first_token is not None),
+                  key=lambda r: r.t_sent - r.t_done)
+    if not done:
+        return None
+    tail = done[: max(1, len(done) // 50)]
+    return {"sent_s": statistics.mean(r.t_sent for r in tail),
+            "admission_s": statistics.mean(r.t_admitted - r.t_sent for r in tail),
+            "first_token_s": statistics.mean(r.t_first_token - r.t_admitted for r in tail),
+            "decode_s": statistics.mean(r.t_done - r.t_first_token for r in tail)}
 
 
 def _token_step_ms(result) -> float:
@@ -221,6 +245,15 @@ def format_table(title: str, table: dict[str, dict]) -> str:
                      + f"{row['light_idle_p50_s']:>12.2f}{row['throughput']:>11.0f}"
                      f"{row['hit_rate']:>6.2f}{row['preemptions']:>9}{row['decode_step_ms']:>9.1f}"
                      f"{row['decode_step_ms_alone']:>7.1f}")
+    for name, row in table.items():
+        tail = row.get("wronged_tail")
+        if tail:
+            lines.append(f"{name}: the wronged tenant's slowest 2% of calls, sent {tail['sent_s']:.1f} s into the run, "
+                         f"waited {tail['admission_s']:.2f} s for admission, {tail['first_token_s']:.2f} s for "
+                         f"their first token and decoded for {tail['decode_s']:.2f} s (means)"
+                         + ("" if row["wronged_p99_after_fill_s"] is None else
+                            f"; the P99 of its calls sent after the first {FILL_S:g} s: "
+                            f"{row['wronged_p99_after_fill_s']:.2f} s"))
     lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
 

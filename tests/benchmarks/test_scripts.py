@@ -195,6 +195,20 @@ def test_open_flood_sim(tmp_path: Path) -> None:
     assert "d2lpm throughput / preble's" in out
 
 
+def test_open_flood_sim_says_where_the_wronged_tenants_slowest_calls_spent_their_time(tmp_path: Path) -> None:
+    out = _run("open_flood_sim", "--workloads", "cached-prefix", "--workers", "2", "--duration", "6", "--systems",
+               "d2lpm", "--json", str(tmp_path / "out.json"))
+    row = json.loads((tmp_path / "out.json").read_text())["tables"]["cached-prefix"]["d2lpm"]
+    tail = row["wronged_tail"]
+    assert 0 <= tail["sent_s"] <= 6.0  # sent during the arrivals
+    assert min(tail["admission_s"], tail["first_token_s"]) >= 0 and tail["decode_s"] > 0
+    # the slowest 2% are the tail its P99 measures
+    assert tail["admission_s"] + tail["first_token_s"] + tail["decode_s"] >= 0.5 * row["wronged_p99_s"]
+    assert "d2lpm: the wronged tenant's slowest 2% of calls, sent" in out
+    # the calls sent in the last second, after the batches filled
+    assert 0 < row["wronged_p99_after_fill_s"] and "the P99 of its calls sent after the first 5 s" in out
+
+
 def test_open_flood_sim_with_mixed_chunks(tmp_path: Path) -> None:
     out = _run("open_flood_sim", "--workloads", "qa", "--workers", "2", "--duration", "2", "--systems", "d2lpm",
                "--enable-mixed-chunk", "--chunked-prefill-size", "1024", "--json", str(tmp_path / "out.json"))
