@@ -47,10 +47,6 @@ class FairScheduler:
         )
         self.ledger = ServiceLedger()
         self.latency = LatencyRecord()
-        # A policy that does not price service per request takes ``Charge.weighted`` as is: a
-        # progress report, the most frequent charge, then skips building the ``Charge``.
-        self._charge_weighted = (self.policy.charge if type(self.policy).charge_request is Policy.charge_request
-                                 else None)
         self.isolation = LatencyIsolation(options, self.activity, self.ledger) if options.isolation else None
         self.requests: dict[str, TrackedRequest] = {}
         self._seq = itertools.count()
@@ -211,10 +207,12 @@ class FairScheduler:
             self.latency.first_token(client, self.clock() - req.arrival)
         req.output_charged = total_output
         self.ledger.record_output(client, new, cost)
-        if self._charge_weighted is not None:
-            self._charge_weighted(client, cost / self.options.weight_of(client))
+        policy = self.policy
+        if type(policy).charge_request is Policy.charge_request:
+            # It takes ``Charge.weighted`` as is: a progress report, the most frequent charge, builds no Charge.
+            policy.charge(client, cost / self.options.weight_of(client))
         else:
-            self.policy.charge_request(req, Charge(cost, self.options.weight_of(client), output_tokens=new))
+            policy.charge_request(req, Charge(cost, self.options.weight_of(client), output_tokens=new))
         # No last_active stamp: a request not done keeps its client queued or running, so never
         # idle, and finish() stamps it. This runs once per progress report.
         return cost

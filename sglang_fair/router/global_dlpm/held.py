@@ -46,7 +46,8 @@ class HeldRequest:
     holders: int = 0
     room: int = -1  # the worker the last placement pass chose for it
     stale: bool = False
-    ranked_as: list[tuple[list[Ranked], Ranked]] | None = None  # in which of ``HeldRequests``' lists, as what
+    # In which of ``HeldRequests``' lists, as what (not in the repr: the lists hold every other candidate).
+    ranked_as: list[tuple[list[Ranked], Ranked]] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def rid(self) -> str:
