@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 
 import pytest
 
@@ -137,6 +138,36 @@ def test_a_worker_gets_the_waiting_request_with_the_longest_prefix_it_caches() -
     assert r.take_released() == [("d", 0)]
 
 
+def _random_traffic(r: GlobalDLPMRouter, rng: random.Random, clients: int, shortest: int,
+                    admit: float) -> Iterator[None]:
+    """300 arrivals on ``r`` of prompts of ``shortest``-40 tokens of one stem per worker (so that
+    look-alikes share 16 or more) plus a short tail, from ``clients`` clients; after each, a
+    placed request admitted and finished with probability ``admit`` (its worker then reporting
+    its cache half the time), and a worker evicting part of some prompt's path one time in five.
+    Yields after each step, once its removals are marked, as the next placement pass does first."""
+    workers = r.num_workers
+    stems = [[rng.randrange(5) for _ in range(40)] for _ in range(workers)]
+    placed: list[tuple[str, int]] = []
+    prompts: dict[str, list[int]] = {}
+    for i in range(300):
+        stem = stems[rng.randrange(workers)]
+        tokens = prompts[f"r{i}"] = (stem[: rng.randint(shortest, 40)]
+                                     + [rng.randrange(4) for _ in range(rng.randint(0, 12))])
+        w = r.route(f"r{i}", f"c{rng.randrange(clients)}", tokens, 2)
+        placed += ([(f"r{i}", w)] if w is not None else []) + r.take_released()
+        if placed and rng.random() < admit:
+            rid, worker = placed.pop(rng.randrange(len(placed)))
+            r.on_admitted(rid, worker)
+            r.on_finish(rid, worker, 2)
+            if rng.random() < 0.5:
+                r.on_cached(worker, prompts[rid] + [rng.randrange(4) for _ in range(4)])
+        if rng.random() < 0.2:
+            cut = prompts[f"r{rng.randrange(i + 1)}"]
+            r.on_evicted(rng.randrange(workers), cut[: rng.randint(1, len(cut))])
+        r.held.mark_stale(r.index.take_removals())
+        yield
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_held_requests_rank_by_what_a_fresh_lookup_would_say(seed: int) -> None:
     # Held requests are not looked up again when look-alikes (same first 16
@@ -146,26 +177,9 @@ def test_held_requests_rank_by_what_a_fresh_lookup_would_say(seed: int) -> None:
     # by what a new walk of the index says wherever the match reaches 16 tokens
     # (shorter ones count as none), whatever the interleaving.
     rng = random.Random(seed)
-    stems = [[rng.randrange(5) for _ in range(40)] for _ in range(3)]
     r = _router(3, local_queue_requests=2, affinity_ratio=None)
-    placed: list[tuple[str, int]] = []
-    prompts: dict[str, list[int]] = {}
     marked = 0
-    for i in range(300):
-        stem = stems[rng.randrange(3)]
-        tokens = prompts[f"r{i}"] = stem[: rng.randint(16, 40)] + [rng.randrange(4) for _ in range(rng.randint(0, 12))]
-        w = r.route(f"r{i}", f"c{rng.randrange(4)}", tokens, 2)
-        placed += ([(f"r{i}", w)] if w is not None else []) + r.take_released()
-        if placed and rng.random() < 0.5:
-            rid, worker = placed.pop(rng.randrange(len(placed)))
-            r.on_admitted(rid, worker)
-            r.on_finish(rid, worker, 2)
-            if rng.random() < 0.5:
-                r.on_cached(worker, prompts[rid] + [rng.randrange(4) for _ in range(4)])
-        if rng.random() < 0.2:  # a worker evicts part of some prompt's path
-            cut = prompts[f"r{rng.randrange(i + 1)}"]
-            r.on_evicted(rng.randrange(3), cut[: rng.randint(1, len(cut))])
-        r.held.mark_stale(r.index.take_removals())  # what the next placement pass does first
+    for _ in _random_traffic(r, rng, clients=4, shortest=16, admit=0.5):
         for held in r.held.by_rid.values():
             if held.stale:
                 marked += 1
@@ -183,26 +197,9 @@ def test_the_kept_rankings_read_as_a_fresh_ranking_of_every_candidate(seed: int)
     # and several rooms are read lazily; both must give exactly the order, and the rooms, of
     # ranking every candidate afresh (``PlacementPass._ranked``), Preble's rebalance included.
     rng = random.Random(seed)
-    stems = [[rng.randrange(5) for _ in range(40)] for _ in range(4)]
     r = _router(4, local_queue_requests=2, candidates_per_client=3)
-    placed: list[tuple[str, int]] = []
-    prompts: dict[str, list[int]] = {}
     compared = moved = 0
-    for i in range(300):
-        stem = stems[rng.randrange(4)]
-        tokens = prompts[f"r{i}"] = stem[: rng.randint(10, 40)] + [rng.randrange(4) for _ in range(rng.randint(0, 12))]
-        w = r.route(f"r{i}", f"c{rng.randrange(5)}", tokens, 2)
-        placed += ([(f"r{i}", w)] if w is not None else []) + r.take_released()
-        if placed and rng.random() < 0.4:
-            rid, worker = placed.pop(rng.randrange(len(placed)))
-            r.on_admitted(rid, worker)
-            r.on_finish(rid, worker, 2)
-            if rng.random() < 0.5:
-                r.on_cached(worker, prompts[rid] + [rng.randrange(4) for _ in range(4)])
-        if rng.random() < 0.2:
-            cut = prompts[f"r{rng.randrange(i + 1)}"]
-            r.on_evicted(rng.randrange(4), cut[: rng.randint(1, len(cut))])
-        r.held.mark_stale(r.index.take_removals())  # what the next placement pass does first
+    for _ in _random_traffic(r, rng, clients=5, shortest=10, admit=0.4):
         r.held.settle(r.index)  # and what it does before it reads the workers' lists
         # the clients a pass may read (those with a positive deficit): here a random subset
         clients = [(client, reqs) for client, reqs in r.held.by_client.items() if rng.random() < 0.7]

@@ -59,6 +59,10 @@ class HeldRequest:
         self.lens = [n if n >= PREFIX_KEY_TOKENS else 0 for n in match.cached_lens(num_workers)]
         self.length, self.holders = (match.length, match.workers) if match.length >= PREFIX_KEY_TOKENS else (0, 0)
 
+    def ranked(self, cached: int) -> Ranked:
+        """How it ranks in a room caching ``cached`` of its tokens (``Ranked``)."""
+        return -cached, self.length - cached, self.tracked.seq, self
+
     def sibling_placed(self, packed: bytes, worker: int) -> bool:
         """A request sharing this one's first tokens now caches ``packed`` (``pack``) on ``worker``;
         whether that changed how the request ranks."""
@@ -152,15 +156,11 @@ class HeldRequests:
             for held in self._unranked:
                 if held.stale:
                     held.rank_by(index.refresh(held.match, touch=False), n)
-                seq, length = held.tracked.seq, held.length
-                item = (0, length, seq, held)
-                bisect.insort(self._uncached, item)
-                held.ranked_as = [(self._uncached, item)]
-                for w, cached in enumerate(held.lens):
-                    if cached:
-                        item = (-cached, length - cached, seq, held)
-                        bisect.insort(self._cached[w], item)
-                        held.ranked_as.append((self._cached[w], item))
+                held.ranked_as = [(self._uncached, held.ranked(0))]
+                held.ranked_as += [(self._cached[w], held.ranked(cached))
+                                   for w, cached in enumerate(held.lens) if cached]
+                for ranked, item in held.ranked_as:
+                    bisect.insort(ranked, item)
             self._unranked.clear()
 
     def ranked_for(self, worker: int) -> Iterator[Ranked]:

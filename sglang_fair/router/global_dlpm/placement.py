@@ -59,7 +59,7 @@ class PlacementPass:
         Merged, the workers' lists give each candidate first at its key in the room caching most
         of it, the best key it can have. Preble's rebalance may send it to a room caching less,
         a later key: then it waits among the ``moved`` until its turn."""
-        rooms, locality = self.rooms, self.locality
+        rooms = self.rooms
         merged = heapq.merge(*(self.held.ranked_for(w) for w in rooms))
         seen: set[HeldRequest] = set()
         moved: list[Ranked] = []
@@ -70,14 +70,9 @@ class PlacementPass:
             seen.add(held)
             while moved and moved[0] < item:
                 yield heapq.heappop(moved)
-            best = locality.best_room(held, rooms)
-            lighter = locality.rebalanced(held, best, rooms)
-            if lighter != best and held.tracked.client not in self.over_share:
-                best = lighter
-            held.room = best
-            cached = held.lens[best]
-            ranked = (-cached, held.length - cached, held.tracked.seq, held)
-            if cached == -item[0]:
+            held.room = self._room_among(held, rooms)
+            ranked = held.ranked(held.lens[held.room])
+            if ranked[0] == item[0]:
                 yield ranked
             else:
                 heapq.heappush(moved, ranked)
@@ -86,7 +81,7 @@ class PlacementPass:
 
     def _ranked(self, clients: Clients) -> Iterator[Ranked]:
         """Each candidate ranked for its best room among those it may take."""
-        rooms, bound, lanes, locality = self.rooms, self.bound, self.lanes, self.locality
+        rooms, bound, lanes = self.rooms, self.bound, self.lanes
         for client, reqs in clients:
             for held in self.held.candidates_of(reqs, self.index):
                 open_rooms = rooms
@@ -96,17 +91,16 @@ class PlacementPass:
                     open_rooms = lanes.rooms_for(client, len(held.tokens) + held.max_new, open_rooms)
                 if not open_rooms:
                     continue
-                best = open_rooms[0]
-                if len(open_rooms) > 1:
-                    best = locality.best_room(held, open_rooms)
-                    # Preble's rebalance, never for a client over its share: its cache room is as
-                    # free to it as the lighter one (asked only when the rule would move it).
-                    lighter = locality.rebalanced(held, best, open_rooms)
-                    if lighter != best and client not in self.over_share:
-                        best = lighter
-                held.room = best
-                cached = held.lens[best]
-                yield -cached, held.length - cached, held.tracked.seq, held
+                held.room = open_rooms[0] if len(open_rooms) == 1 else self._room_among(held, open_rooms)
+                yield held.ranked(held.lens[held.room])
+
+    def _room_among(self, held: HeldRequest, rooms: list[int]) -> int:
+        """The room caching most of the prompt, unless Preble's rebalance moves it to a lighter one;
+        never for a client over its share: its cache room is as free to it as the lighter one
+        (asked only when the rule would move it)."""
+        best = self.locality.best_room(held, rooms)
+        lighter = self.locality.rebalanced(held, best, rooms)
+        return lighter if lighter != best and held.tracked.client not in self.over_share else best
 
     def first(self, walk: Iterator[TrackedRequest]) -> HeldRequest | None:
         """The first of DLPM's candidates (``walk``) that no rule passes over."""
