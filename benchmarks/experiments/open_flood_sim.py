@@ -179,10 +179,10 @@ def run_system(name: str, wl: Workload, workers: int, seed: int, engine: dict | 
     client_of = {p.program_id: p.client for p in wl.programs}
     wronged_client = WRONGED.get(wl.meta.get("flood_workload"))
     wronged = [beside[pid] for pid in light if client_of[pid] == wronged_client]
+    wronged_calls = [r for r in full.records if r.client == wronged_client and r.ok]
     return {"wronged_p99_s": p99(wronged) if wronged else None,
-            "wronged_tail": tail_phases([r for r in full.records if r.client == wronged_client and r.ok]),
-            "wronged_p99_after_fill_s": p99_or_none([r.t_done - r.t_sent for r in full.records
-                                                     if r.client == wronged_client and r.ok and r.t_sent >= FILL_S]),
+            "wronged_tail": tail_phases(wronged_calls),
+            "wronged_p99_after_fill_s": p99_or_none([r.t_done - r.t_sent for r in wronged_calls if r.t_sent >= FILL_S]),
             "decode_step_ms": _token_step_ms(full), "decode_step_ms_alone": _token_step_ms(alone),
             "light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": p99(slowdowns),
             "light_p99_s": p99([beside[pid] for pid in light]), "light_idle_p50_s": statistics.median(idle.values()),
