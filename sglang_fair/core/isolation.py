@@ -29,6 +29,20 @@ least output (the least work to recompute), then the one that arrived last.
 Every admission is still one the policy's walk yields on its own counters,
 and preemption neither charges nor refunds, so DLPM's bound holds unchanged
 (docs/latency_isolation.md).
+
+A running request needs decode steps too, and SGLang runs a prefill whenever
+one can be admitted: while a flood's prompts keep arriving, a light client's
+running request may wait through many prefills for each token. With
+isolation on, a worker gives its running batch a decode turn
+(``DecodeTurns``) once it has prefilled a chunk's worth of tokens (SGLang's
+``--chunked-prefill-size``) since the batch last decoded, while a *light*
+client is running and a client over its share has prompts waiting
+(``LatencyIsolation.decode_first``). A light client has requests running,
+none queued, and room for one more within its share:
+``(running(c) + 1) / w(c) <= R / W``. Its running requests then wait for at
+most about one chunk of prefill between two tokens. The decode step serves
+every running request, so no work is added, only moved forward; backends
+skip the turn when mixed chunks already decode the batch in each prefill.
 """
 
 from __future__ import annotations
@@ -92,6 +106,19 @@ class LatencyIsolation:
             return set()
         return {c for c, a in self.activity.items() if a.queued > 0 and a.running == 0 and self._share(c, 1) <= fair}
 
+    def decode_first(self) -> bool:
+        """Whether the running batch should decode before the next prefill: a light client (requests
+        running, none queued, room for one more within its share) is running while a client over its
+        share has prompts waiting, which that prefill would serve."""
+        fair = self.fair_share()
+        light = flood_waiting = False
+        for client, act in self.activity.items():
+            if act.queued:
+                flood_waiting = flood_waiting or self._share(client) > fair
+            elif act.running and self._share(client, 1) <= fair:
+                light = True
+        return light and flood_waiting
+
     def next_victim(self, candidate: TrackedRequest, running: Iterable[TrackedRequest]) -> TrackedRequest | None:
         """The running request to preempt for ``candidate``, or None if none may be
         (its client has a request running already, or the share rule allows no victim).
@@ -114,3 +141,33 @@ class LatencyIsolation:
             if best_key is None or key > best_key:
                 best, best_key = req, key
         return best
+
+
+class DecodeTurns:
+    """One worker's decode turns: due once it has prefilled ``chunk_tokens`` since its running batch last
+    decoded, while ``isolation`` finds a light client running (``LatencyIsolation.decode_first``)."""
+
+    def __init__(self, isolation: LatencyIsolation, chunk_tokens: int) -> None:
+        if chunk_tokens < 1:
+            raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
+        self.isolation = isolation
+        self.chunk_tokens = chunk_tokens
+        self.prefilled = 0  # tokens prefilled since the running batch last decoded
+        self.taken = 0  # turns taken
+
+    def after_prefill(self, tokens: int) -> None:
+        """A prefill of ``tokens`` ran without decoding the running batch."""
+        self.prefilled += tokens
+
+    def after_decode(self) -> None:
+        """The running batch decoded (a decode step, or a mixed prefill)."""
+        self.prefilled = 0
+
+    def due(self) -> bool:
+        """Whether the next step should decode rather than prefill."""
+        return self.prefilled >= self.chunk_tokens and self.isolation.decode_first()
+
+    def take(self) -> None:
+        """The next step decodes for a turn that was due."""
+        self.taken += 1
+        self.after_decode()

@@ -48,6 +48,63 @@ def test_share_rule_and_starved_clients():
     assert light.state is RequestState.QUEUED
 
 
+def test_a_light_client_running_beside_waiting_prompts_decodes_first():
+    fair = _scheduler()
+    iso = fair.isolation
+    _running(fair, "flood", 6)
+    assert not iso.decode_first()  # nobody waits
+    fair.enqueue("flood-q", "flood", 100)
+    assert not iso.decode_first()  # the flood is the only client running
+    light = _running(fair, "light", 1)
+    assert iso.decode_first()  # 1 + 1 <= R / W = 7 / 2
+    fair.enqueue("light-q", "light", 10)
+    assert not iso.decode_first()  # a client with a request queued is admitted by the walk, not helped here
+    fair.admit(fair.requests["light-q"], 0)
+    assert iso.decode_first()
+    _running(fair, "light", 3, prefix="more")
+    assert not iso.decode_first()  # 5 + 1 > R / W = 11 / 2: the light client has its share
+    fair.finish(light[0])
+    assert iso.decode_first()  # 4 + 1 <= 10 / 2
+
+
+def test_a_prefill_for_a_client_within_its_share_goes_before_a_light_clients_decode():
+    fair = _scheduler()
+    iso = fair.isolation
+    _running(fair, "a", 2)
+    fair.enqueue("a-q", "a", 100)
+    _running(fair, "b", 1)
+    _running(fair, "c", 3)
+    assert not iso.decode_first()  # R / W = 2: b is light, but a waits within its share
+    fair.enqueue("c-q", "c", 100)
+    assert iso.decode_first()  # c runs 3 > 2 and waits
+
+
+def test_decode_turns_come_a_chunk_of_prefill_apart_while_a_light_client_runs():
+    from sglang_fair.core.isolation import DecodeTurns
+
+    fair = _scheduler()
+    turns = DecodeTurns(fair.isolation, chunk_tokens=100)
+    _running(fair, "flood", 6)
+    fair.enqueue("flood-q", "flood", 100)
+    light = _running(fair, "light", 1)
+    turns.after_prefill(60)
+    turns.after_prefill(39)
+    assert not turns.due()  # 99 tokens: less than a chunk
+    turns.after_prefill(1)
+    assert turns.due()
+    fair.finish(light[0])
+    assert not turns.due()  # nobody light to decode for
+    _running(fair, "light", 1, prefix="again")
+    assert turns.due()
+    turns.take()
+    assert not turns.due() and turns.taken == 1
+    turns.after_prefill(100)
+    turns.after_decode()
+    assert not turns.due() and turns.taken == 1
+    with pytest.raises(ValueError, match="chunk_tokens"):
+        DecodeTurns(fair.isolation, chunk_tokens=0)
+
+
 def test_weights_scale_the_share():
     fair = _scheduler(client_weights={"gold": 4.0})
     _running(fair, "flood", 4)

@@ -65,3 +65,20 @@ def test_the_dlpm_bound_holds_with_isolation_on(runs, tmp_path):
               plots=False)
     audit = audit_run(tmp_path)
     assert audit.bound.theorem and not audit.violated, audit.to_dict()
+
+
+def test_a_light_clients_running_requests_decode_between_the_floods_prefills():
+    """Two workers behind d2lpm_global, a flood of unique 1,024-token prompts beside a tenant whose 16-token
+    answers follow a cached system prompt (open_flood_sim's ``cached-prefix``): admitted at once, its
+    requests would decode only when the flood's prefills pause; isolation's decode turns put a decode
+    step after each chunk of prefill (2,048 tokens here) while they run."""
+    from benchmarks.experiments.open_flood_sim import SIM, flood_workload
+
+    workload = flood_workload("cached-prefix", workers=2, flood=2.0, light=0.05, duration=4.0, seed=0)
+    decoding = {}
+    for isolation in (False, True):
+        result = SimBackend(policy="dlpm", isolation=isolation, num_workers=2, router="d2lpm_global",
+                            **(SIM | {"chunked_prefill_size": 2048})).run(workload, progress=False)
+        assert not result.partial, result.errors
+        decoding[isolation] = max(r.t_done - r.t_first_token for r in result.records if r.client == "good-0")
+    assert decoding[True] <= 0.3 * decoding[False], decoding

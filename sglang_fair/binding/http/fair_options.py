@@ -47,8 +47,9 @@ def add_fair_arguments(parser: argparse.ArgumentParser) -> None:
                        help="YAML file with FairServe / Justitia settings (see docs/fairserve_justitia.md).")
     group.add_argument("--fair-isolation", action=argparse.BooleanOptionalAction, default=None,
                        help="Latency isolation: when the batch is full, a waiting client may preempt running "
-                            "requests of clients holding more slots, and a --dp router keeps room for clients "
-                            "with nothing running (docs/latency_isolation.md). Default: on for "
+                            "requests of clients holding more slots, a light client's running requests decode "
+                            "at least once per chunk of a flooding client's prefill, and a --dp router keeps "
+                            "room for clients with nothing running (docs/latency_isolation.md). Default: on for "
                             "--schedule-policy dlpm over --dp 2 or more workers behind d2lpm_global (the "
                             "default router), off otherwise.")
     group.add_argument("--fair-max-preemptions", type=int, default=1,

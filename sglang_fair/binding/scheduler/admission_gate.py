@@ -12,6 +12,10 @@ starts it and ``FairPrefillAdder.add_one_req`` follows it
 * holds the pass open on the scheduler's policy while SGLang runs it, for
   ``calc_priority`` (which starts the walk in it) and the adder (built with
   it), and closes it when SGLang returns or raises;
+* with ``--fair-isolation``, counts what each pass prefilled, and skips the
+  pass when a chunk's worth has run since the running batch last decoded and
+  a light client's running requests should decode first
+  (``isolation.decode_turn``): SGLang then decodes the running batch;
 * after the pass, checks that every request SGLang put in the new batch went
   through the fair adder, and restores the waiting queue's order (the walk
   moved its candidates forward; the ones not admitted go back).
@@ -35,6 +39,8 @@ def gate_prefill_admission(original, scheduler, *args, **kwargs):
         return original(scheduler, *args, **kwargs)
     fair.reconcile_queue(scheduler.waiting_queue)
     running_batch = _running_batch(args, kwargs)
+    if fair.gated and isolation.decode_turn(scheduler, fair, running_batch):
+        return None, running_batch
     # SGLang's own policies (accounting only) get a pass too: their adder charges what it admits.
     admission = _new_pass(fair, scheduler, running_batch) if fair.gated else AdmissionPass()
     with fair.admitting(admission):
@@ -43,6 +49,7 @@ def gate_prefill_admission(original, scheduler, *args, **kwargs):
         result = original(scheduler, *args, **kwargs)
         walk = admission.walk  # None when SGLang returned before sorting the queue
     if fair.gated:
+        isolation.after_pass(scheduler, fair, result[0] if isinstance(result, tuple) else None)
         _check_admitted(fair, result)
         if walk is not None:
             walk.restore_order(scheduler.waiting_queue)

@@ -19,9 +19,11 @@ class AdmissionLog:
     def __init__(self) -> None:
         self.logged = 0  # the admission count the last line reported
 
-    def log_if_changed(self, fair: FairScheduler) -> None:
-        """Log the count and digest if the rank admitted since the last line."""
+    def log_if_changed(self, fair: FairScheduler, decode_turns: int | None = None) -> None:
+        """Log the count and digest if the rank admitted since the last line, and latency isolation's
+        decode turns so far (``decode_turns``, None without isolation)."""
         admissions = fair.admissions
         if admissions != self.logged:
             self.logged = admissions
-            logger.info("sglang-fair: %d admissions, digest %s", admissions, fair.admission_digest())
+            turns = "" if decode_turns is None else f", {decode_turns} decode turns"
+            logger.info("sglang-fair: %d admissions, digest %s%s", admissions, fair.admission_digest(), turns)

@@ -74,7 +74,7 @@ def refresh_when_idle(scheduler, *args, **kwargs) -> None:
     if fair is not None:
         _housekeeping(fair)
         # Once idle after admitting: the tensor-parallel ranks of a worker must log the same.
-        fair.admission_log.log_if_changed(fair.fair)
+        fair.admission_log.log_if_changed(fair.fair, fair.decode_turns_taken)
 
 
 def _housekeeping(fair: FairSchedulePolicy) -> None:

@@ -12,6 +12,15 @@ request requeued through ``Scheduler._add_request_to_queue``, as
 The pass then finds a free slot for each. A starved candidate refused for lack
 of KV tokens (``AddReqResult.NO_TOKEN``) has further victims preempted, one at
 a time, from inside the pass (``preempt_one``, called by ``FairPrefillAdder``).
+
+Decode turns (``core/isolation.py``, ``DecodeTurns``): the gate counts what
+each pass prefilled (``after_pass``) and, once a chunk's worth
+(``--chunked-prefill-size``) has run since the running batch last decoded
+while a light client runs, skips the next pass (``decode_turn``) so that
+SGLang decodes the running batch. Also between two chunks of one long
+prompt, as SGLang's own ``prefill_decode_interval`` defers a pass: the chunk
+computed so far stays stashed (``Scheduler.stash_chunked_request`` runs
+again only past what it cached) and the next pass continues it.
 """
 
 from __future__ import annotations
@@ -29,6 +38,34 @@ def starved_clients(fair: FairSchedulePolicy, running_batch) -> Set[str]:
     if isolation is None or running_batch is None or running_batch.is_empty():
         return set()
     return isolation.starved_clients()
+
+
+def decode_turn(scheduler, fair: FairSchedulePolicy, running_batch) -> bool:
+    """Whether to skip this pass, so that the running batch decodes before the next prefill (a turn taken)."""
+    turns = _decode_turns(scheduler, fair)
+    if turns is None or running_batch is None or running_batch.is_empty() or not turns.due():
+        return False
+    turns.take()
+    return True
+
+
+def after_pass(scheduler, fair: FairSchedulePolicy, new_batch) -> None:
+    """Count the tokens a pass prefilled; a pass with no batch (SGLang decodes next) or a mixed one
+    (its prefill decodes the running batch too) starts the count again."""
+    turns = _decode_turns(scheduler, fair)
+    if turns is None:
+        return
+    if new_batch is None or getattr(new_batch, "decoding_reqs", None):
+        turns.after_decode()
+    else:
+        turns.after_prefill(new_batch.extend_num_tokens)  # set by ScheduleBatch.prepare_for_extend
+
+
+def _decode_turns(scheduler, fair: FairSchedulePolicy):
+    if fair.fair.isolation is None:
+        return None
+    # SGLang sets chunked_prefill_size to None when chunking is off; one pass then prefills at most this.
+    return fair.decode_turns(scheduler.chunked_prefill_size or scheduler.max_prefill_tokens)
 
 
 def batch_full(scheduler, running_batch) -> bool:

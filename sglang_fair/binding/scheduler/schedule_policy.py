@@ -40,6 +40,7 @@ from sglang_fair.binding.scheduler.admission_walk import AdmissionBypassed, Admi
 from sglang_fair.binding.scheduler.client_metrics import ClientMetricsExport
 from sglang_fair.binding.scheduler.rank_clock import shared_clock
 from sglang_fair.core.fair_scheduler import FairScheduler
+from sglang_fair.core.isolation import DecodeTurns
 from sglang_fair.core.policies import POLICIES
 from sglang_fair.core.requests import RequestState, TrackedRequest
 
@@ -67,6 +68,7 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         self.stamp_clock = shared_clock()
         self.fair = FairScheduler(options, clock=self.stamp_clock or time.monotonic)
         self._admission: AdmissionPass | None = None  # the pass in progress (admitting)
+        self._turns: DecodeTurns | None = None  # latency isolation's decode turns, sized at the first pass
         patched = getattr(_stock_module, "SGLANG_FAIR_BUILTIN", False)  # built from patches/
         if self.gated and not patched:
             _check_binding()
@@ -103,6 +105,20 @@ class FairSchedulePolicy(_StockSchedulePolicy):
         finally:
             self._admission = None
             admission.close()
+
+    def decode_turns(self, chunk_tokens: int) -> DecodeTurns | None:
+        """Latency isolation's decode turns on this rank (None without isolation), built at the first
+        pass with the scheduler's chunk size."""
+        if self._turns is None and self.fair.isolation is not None:
+            self._turns = DecodeTurns(self.fair.isolation, chunk_tokens)
+        return self._turns
+
+    @property
+    def decode_turns_taken(self) -> int | None:
+        """Decode turns this rank has taken (None without isolation)."""
+        if self.fair.isolation is None:
+            return None
+        return self._turns.taken if self._turns is not None else 0
 
     # -- request tracking (called from the scheduler hooks) --------------------
     def track(self, req) -> TrackedRequest:

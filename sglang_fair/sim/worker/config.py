@@ -49,3 +49,4 @@ class WorkerStats:
     prefill_tokens: int = 0  # tokens computed by prefills (extend, chunks, re-prefills)
     preemptions: int = 0  # running requests whose slot latency isolation took
     recomputed_tokens: int = 0  # prefilled again after a retraction or preemption (waste)
+    decode_turns: int = 0  # decode steps latency isolation put before a prefill

@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable
 
 from sglang_fair.core import FairOptions, FairScheduler
+from sglang_fair.core.isolation import DecodeTurns
 from sglang_fair.sim.costmodel import CostModel
 from sglang_fair.sim.radix import Node, RadixCache
 from sglang_fair.sim.worker.config import SimulationError, WorkerConfig, WorkerStats
@@ -39,6 +40,9 @@ class SimWorker:
         self.timer = StepTimer(cost)
         self.segment: DecodeSegment | None = None  # the decode segment in flight
         self.pending: IterationResult | None = None  # the iteration in flight
+        isolation = self.scheduler.isolation
+        # Latency isolation's decode turns, a chunk of prefill apart at most (core/isolation.py).
+        self.turns = DecodeTurns(isolation, config.chunked_prefill_size) if isolation is not None else None
         # Requests admitted by the last iteration decision, for a router that
         # places requests when workers have room (None: nobody asks).
         self.admitted: list[SimRequest] | None = [] if report_admissions else None
@@ -78,14 +82,22 @@ class SimWorker:
         if not running.reqs:
             running.batch_is_full = False
         batch = None
-        if (queue.waiting and (not running.batch_is_full or queue.starved())) or queue.chunked is not None:
+        decode_turn = self.turns is not None and bool(running.reqs) and self.turns.due()
+        if decode_turn:
+            self.turns.take()
+            self.stats.decode_turns += 1
+        if not decode_turn and ((queue.waiting and (not running.batch_is_full or queue.starved()))
+                                or queue.chunked is not None):
             batch, admitted = queue.admit(now)
             if self.admitted is not None:
                 self.admitted.extend(admitted)
         if batch:
             ms = self.timer.prefill_ms(batch)
+            tokens = sum(r.target - r.computed for r in batch)
             self.kv.allocate_prefill(batch)
             decoded = running.mix()
+            if self.turns is not None:
+                self.turns.after_decode() if decoded else self.turns.after_prefill(tokens)
             self.pending = IterationResult(self.timer.prefill_end(now, ms, decoded), prefilled=batch,
                                            decoded=decoded, start=now)
             self.stats.prefill_batches += 1
@@ -106,6 +118,10 @@ class SimWorker:
             steps = running.decode_budget()
             if steps == 0:
                 raise SimulationError(f"worker {self.rank}: one request does not fit the KV pool")
+        if decode_turn:  # one step, then the queue is looked at again, as SGLang's loop does
+            steps = 1
+        if self.turns is not None:
+            self.turns.after_decode()
         ctx0 = sum(r.computed + r.private for r in running.reqs)
         # A full batch admits no arrival, unless isolation may preempt for it.
         interruptible = not running.batch_is_full or self.scheduler.isolation is not None

@@ -130,3 +130,53 @@ def test_a_pass_that_returns_before_sorting_the_queue_changes_nothing(sglang_run
 
     assert gate_prefill_admission(batch_full, scheduler, None, running) == (None, running)
     assert scheduler.waiting_queue == queue and policy.admission is None
+
+
+def test_after_a_chunk_of_prefill_the_gate_lets_a_light_clients_running_request_decode(sglang_runtime, fair_config):
+    """With isolation on, once a chunk's worth of tokens (``--chunked-prefill-size``) is prefilled since the
+    running batch last decoded, the next pass is skipped (SGLang then decodes the running batch) while a
+    light client runs beside the flood's waiting prompts, also between chunks of one prompt; a pass that
+    returns no batch, or a mixed prefill, decoded the batch and starts the count again."""
+    from sglang_fair.binding.scheduler.admission_gate import gate_prefill_admission
+    from sglang_fair.testing.engine_pass import enqueue, make_cache, make_policy
+
+    fair_config(quantum=8, isolation=True)
+    tree, _ = make_cache([], pool_tokens=4096)
+    policy = make_policy("dlpm", tree)
+    flood = [make_req(f"f{i}", [10 * i + j for j in range(1, 9)], "flood") for i in range(5)]
+    light = make_req("l0", [900 + j for j in range(8)], "light")
+    enqueue(policy, [*flood, light])
+    for req in [*flood[:3], light]:
+        policy.on_admitted(req)
+    running = SimpleNamespace(reqs=[*flood[:3], light], is_empty=lambda: False)
+    scheduler = SimpleNamespace(policy=policy, waiting_queue=flood[3:], chunked_req=None, chunked_prefill_size=100,
+                                max_prefill_tokens=1000)
+    passes = []
+
+    def prefill(tokens, decoding_reqs=None):
+        def admission(scheduler, delayer, running_batch):
+            passes.append(tokens)
+            if tokens is None:  # nothing admitted: SGLang decodes the running batch
+                return None, running_batch
+            return SimpleNamespace(reqs=[], extend_num_tokens=tokens, decoding_reqs=decoding_reqs), running_batch
+        return admission
+
+    def step(admission) -> bool:
+        """One pass through the gate; whether SGLang's pass ran."""
+        before = len(passes)
+        batch, batch_after = gate_prefill_admission(admission, scheduler, None, running)
+        assert batch_after is running
+        return len(passes) > before
+
+    assert step(prefill(60)) and step(prefill(30))  # 90 tokens: less than a chunk
+    assert step(prefill(10))  # a chunk's worth now ...
+    assert not step(prefill(50))  # ... so the running batch decodes next
+    assert step(prefill(99)) and step(prefill(None))  # a pass with no batch: SGLang decoded
+    assert step(prefill(99)) and step(prefill(100, decoding_reqs=running.reqs))  # a mixed prefill decoded too
+    scheduler.chunked_req = flood[3]  # between two chunks of a long prompt, as SGLang's prefill_decode_interval
+    assert step(prefill(100)) and not step(prefill(100)) and step(prefill(100))
+    scheduler.chunked_req = None
+    assert policy.decode_turns_taken == 2
+    policy.fair.finish(policy.fair.requests["l0"])
+    assert step(prefill(100)) and step(prefill(100))  # no light client running: prefills follow each other
+    assert policy.decode_turns_taken == 2
