@@ -159,7 +159,7 @@ def _summary(load: Load, samples: list[tuple[int, int, int]]) -> dict[str, float
     }
 
 
-def measure_backlog(name: str, args: argparse.Namespace) -> dict[str, float]:
+class Backlog:
     """A late-binding router with ``args.backlog`` requests held: the case it exists for.
 
     Each worker runs ``queue_depth / workers`` requests and admits from its
@@ -170,95 +170,143 @@ def measure_backlog(name: str, args: argparse.Namespace) -> dict[str, float]:
     the admission reports it causes, with the placements they trigger.
 
     A request's whole cost is every router call made for it: its route, its
-    admission report, its progress reports (the schedulers report a running
-    request's output every ``--progress-every`` tokens: ``MAX_NEW`` of them
-    here) and its completion, each with the placements it triggers.
-    """
-    router = make_router(name, args.workers, index_capacity_tokens=args.capacity)
-    source = PromptSource(args.seed)
-    slots = max(1, args.queue_depth // args.workers)
-    every = max(1, getattr(args, "progress_every", PROGRESS_EVERY))
-    local: list[list[str]] = [[] for _ in range(args.workers)]
-    running: list[tuple[str, int]] = []
-    busy = [0] * args.workers
-    cost: dict[str, int] = {}  # rid -> ns of router calls made for it so far
-    seq = 0
+    admission report, its progress reports and its completion, each with the
+    placements it triggers; each call is counted once, for the request it
+    reports (an admission that a completion causes belongs to the admitted
+    request). Progress is reported as the schedulers report it
+    (binding/scheduler/router_reports.py): each arrival is one decode step of
+    every running request, after which each worker reports those of its
+    running requests that produced their first token or ``--progress-every``
+    tokens since their last report, and the controller hands the router one
+    row at a time (binding/controller/worker_feedback.py).
 
-    def settle(placed: list[tuple[str, int]]) -> None:
+    Built with its index filled and its backlog held; each ``one`` is one arrival.
+    """
+
+    def __init__(self, name: str, args: argparse.Namespace) -> None:
+        self.router = router = make_router(name, args.workers, index_capacity_tokens=args.capacity)
+        self.args, self.source = args, PromptSource(args.seed)
+        self.slots = max(1, args.queue_depth // args.workers)
+        self.every = max(1, getattr(args, "progress_every", PROGRESS_EVERY))
+        self.local: list[list[str]] = [[] for _ in range(args.workers)]
+        self.running: list[tuple[str, int]] = []
+        self.busy = [0] * args.workers
+        self.cost: dict[str, int] = {}  # rid -> ns of router calls made for it so far
+        self.started: dict[str, int] = {}  # rid -> the decode step it was admitted at
+        self.reported: dict[str, int] = {}  # rid -> output tokens last reported
+        self.seq = self.step = 0
+        self.busy_ns = 0  # every timed router call's, from the end of the warm-up on
+        # Timed samples (ns) and counts, from the end of the warm-up on.
+        self.samples: dict[str, list[int]] = {k: [] for k in ("route", "route_cpu", "finish", "finish_cpu",
+                                                               "held", "whole", "reports")}
+        while router.index.total_tokens < args.prefill_tokens or router.snapshot().held_requests < args.backlog:
+            self.one()
+        for values in self.samples.values():
+            values.clear()
+        self.busy_ns = 0
+        gc.collect()
+
+    def settle(self, placed: list[tuple[str, int]]) -> None:
         """Queue the placements locally, admit into free slots; repeat while admissions place more."""
+        router, local, busy, cost = self.router, self.local, self.busy, self.cost
         while True:
             for rid, w in placed:
                 local[w].append(rid)
-            for w in range(args.workers):
-                while busy[w] < slots and local[w]:
+            for w in range(self.args.workers):
+                while busy[w] < self.slots and local[w]:
                     rid = local[w].pop(0)
                     busy[w] += 1
-                    running.append((rid, w))
+                    self.running.append((rid, w))
+                    self.started[rid], self.reported[rid] = self.step, 0
                     t0 = time.perf_counter_ns()
                     router.on_admitted(rid, w)
-                    cost[rid] = cost.get(rid, 0) + time.perf_counter_ns() - t0
+                    t = time.perf_counter_ns() - t0
+                    cost[rid] = cost.get(rid, 0) + t
+                    self.busy_ns += t
             placed = router.take_released()
             if not placed:
                 return
 
-    def one() -> tuple[int, int, int, int, int, int | None]:
-        nonlocal seq
-        client, tokens = source.next()
-        rid = f"r{seq}"
-        seq += 1
+    def decode_step(self) -> None:
+        """Every running request produces a token; each worker reports those due (router_reports.py's rule)."""
+        router, every, reported = self.router, self.every, self.reported
+        due: list[list[tuple[str, int]]] = [[] for _ in range(self.args.workers)]
+        for rid, w in self.running:
+            out = min(self.step - self.started[rid], MAX_NEW - 1)
+            last = reported[rid]
+            if out - last >= every or (last == 0 and out > 0):
+                reported[rid] = out
+                due[w].append((rid, out))
+        for w, items in enumerate(due):
+            for rid, out in items:
+                t0 = time.perf_counter_ns()
+                router.on_progress(rid, w, out)
+                t = time.perf_counter_ns() - t0
+                self.busy_ns += t
+                self.cost[rid] += t
+            if items:
+                self.settle(router.take_released())  # a slot about to free may have placed held requests
+
+    def one(self) -> None:
+        """One arrival, then, with the backlog held, one decode step and the oldest request's completion."""
+        router, samples = self.router, self.samples
+        client, tokens = self.source.next()
+        rid = f"r{self.seq}"
+        self.seq += 1
         c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
         w = router.route(rid, client, tokens, MAX_NEW)
-        r, rc = time.perf_counter_ns() - t0, time.thread_time_ns() - c0
-        cost[rid] = r
-        settle(([(rid, w)] if w is not None else []) + router.take_released())
-        f = fc = 0
-        whole = None
-        if router.snapshot().held_requests >= args.backlog and running:
-            done, dw = running.pop(0)
-            busy[dw] -= 1
-            t0 = time.perf_counter_ns()
-            for out in range(every, MAX_NEW, every):  # its progress reports, as it decoded
-                router.on_progress(done, dw, out)
-            progress = time.perf_counter_ns() - t0
+        samples["route"].append(time.perf_counter_ns() - t0)
+        samples["route_cpu"].append(time.thread_time_ns() - c0)
+        self.cost[rid] = samples["route"][-1]
+        self.busy_ns += samples["route"][-1]
+        self.settle(([(rid, w)] if w is not None else []) + router.take_released())
+        if router.snapshot().held_requests >= self.args.backlog and self.running:
+            self.step += 1
+            self.decode_step()
+            done, dw = self.running.pop(0)
+            self.busy[dw] -= 1
             c0, f0 = time.thread_time_ns(), time.perf_counter_ns()
             router.on_finish(done, dw, MAX_NEW)
-            settle(router.take_released())  # the freed slot admits a local request: the router places more
-            f, fc = time.perf_counter_ns() - f0, time.thread_time_ns() - c0
-            whole = cost.pop(done, 0) + progress + f
-        return r, rc, f, fc, router.snapshot().held_requests, whole
+            finish = time.perf_counter_ns() - f0
+            self.busy_ns += finish
+            self.settle(router.take_released())  # the freed slot admits a local request: the router places more
+            samples["finish_cpu"].append(time.thread_time_ns() - c0)
+            samples["finish"].append(time.perf_counter_ns() - f0)
+            # The admissions the completion caused are their requests' own (``settle``), not counted here again.
+            samples["whole"].append(self.cost.pop(done, 0) + finish)
+            last = self.reported.pop(done)
+            samples["reports"].append(0 if last == 0 else 1 + (last - 1) // self.every)
+            del self.started[done]
+        samples["held"].append(router.snapshot().held_requests)
 
-    while router.index.total_tokens < args.prefill_tokens or router.snapshot().held_requests < args.backlog:
-        one()
-    gc.collect()
-    route_ns, route_cpu_ns, finish_ns, finish_cpu_ns, held, whole_ns = [], [], [], [], [], []
+    def summary(self) -> dict[str, float]:
+        def pct(key: str, q: float) -> float:
+            values = sorted(self.samples[key])
+            return values[int(q * (len(values) - 1))] / 1000  # ns -> us
+
+        held = self.samples["held"]
+        return {
+            "p50_us": statistics.median(self.samples["route"]) / 1000,
+            "p99_us": pct("route", 0.99),
+            "cpu_p99_us": pct("route_cpu", 0.99),
+            "finish_p50_us": statistics.median(self.samples["finish"]) / 1000,
+            "finish_p99_us": pct("finish", 0.99),
+            "finish_cpu_p99_us": pct("finish_cpu", 0.99),
+            "request_p50_us": statistics.median(self.samples["whole"]) / 1000,
+            "request_p99_us": pct("whole", 0.99),
+            "busy_per_request_us": self.busy_ns / len(self.samples["route"]) / 1000,
+            "progress_reports": statistics.mean(self.samples["reports"]),
+            "held_min": min(held),
+            "held_max": max(held),
+        }
+
+
+def measure_backlog(name: str, args: argparse.Namespace) -> dict[str, float]:
+    """``Backlog``'s summary over ``args.requests`` arrivals."""
+    load = Backlog(name, args)
     for _ in range(args.requests):
-        r, rc, f, fc, h, whole = one()
-        route_ns.append(r)
-        route_cpu_ns.append(rc)
-        held.append(h)
-        if f:
-            finish_ns.append(f)
-            finish_cpu_ns.append(fc)
-        if whole is not None:
-            whole_ns.append(whole)
-    route_us = sorted(x / 1000 for x in route_ns)
-    route_cpu_us = sorted(x / 1000 for x in route_cpu_ns)
-    finish_us = sorted(x / 1000 for x in finish_ns)
-    finish_cpu_us = sorted(x / 1000 for x in finish_cpu_ns)
-    whole_us = sorted(x / 1000 for x in whole_ns)
-    return {
-        "p50_us": statistics.median(route_us),
-        "p99_us": route_us[int(0.99 * (len(route_us) - 1))],
-        "cpu_p99_us": route_cpu_us[int(0.99 * (len(route_cpu_us) - 1))],
-        "finish_p50_us": statistics.median(finish_us),
-        "finish_p99_us": finish_us[int(0.99 * (len(finish_us) - 1))],
-        "finish_cpu_p99_us": finish_cpu_us[int(0.99 * (len(finish_cpu_us) - 1))],
-        "request_p50_us": statistics.median(whole_us),
-        "request_p99_us": whole_us[int(0.99 * (len(whole_us) - 1))],
-        "progress_reports": len(range(every, MAX_NEW, every)),
-        "held_min": min(held),
-        "held_max": max(held),
-    }
+        load.one()
+    return load.summary()
 
 
 def floors(args: argparse.Namespace) -> dict[str, float]:
@@ -333,6 +381,15 @@ def index_memory(args: argparse.Namespace, index_cls: type = RadixIndex) -> tupl
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     return index.total_tokens, used / index.total_tokens
+
+
+def _print_backlog(name: str, b: dict[str, float]) -> None:
+    print(f"{name} holding {b['held_min']}-{b['held_max']} requests: route p50 {b['p50_us']:.1f} us, "
+          f"p99 {b['p99_us']:.1f} us wall / {b['cpu_p99_us']:.1f} us cpu; completion + admission "
+          f"(places held requests) p50 {b['finish_p50_us']:.1f} us, p99 {b['finish_p99_us']:.1f} us wall / "
+          f"{b['finish_cpu_p99_us']:.1f} us cpu; whole request (route, admission, {b['progress_reports']:.0f} "
+          f"progress reports, completion) p50 {b['request_p50_us']:.1f} us, "
+          f"p99 {b['request_p99_us']:.1f} us; the router's time per arrival {b['busy_per_request_us']:.1f} us")
 
 
 def _load_index(path: str) -> type:
@@ -436,11 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         if args.backlog > 0 and ROUTERS[n].holds_requests:
             b = backlogs[n] = measure_backlog(n, args)
-            print(f"{n} holding {b['held_min']}-{b['held_max']} requests: route p50 {b['p50_us']:.1f} us, "
-                  f"p99 {b['p99_us']:.1f} us wall / {b['cpu_p99_us']:.1f} us cpu; completion + admission (places held requests) p50 {b['finish_p50_us']:.1f} us, "
-                  f"p99 {b['finish_p99_us']:.1f} us wall / {b['finish_cpu_p99_us']:.1f} us cpu; "
-                  f"whole request (route, admission, {b['progress_reports']} progress reports, completion) "
-                  f"p50 {b['request_p50_us']:.1f} us, p99 {b['request_p99_us']:.1f} us")
+            _print_backlog(n, b)
     if base is not None:
         f = floors(args)
         print(f"reading one {PROMPT_LEN}-token prompt: pack {f['pack']:.1f} us ({f['pack'] / base['p50_us']:.1f}x rr p50), "

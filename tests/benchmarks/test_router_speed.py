@@ -5,6 +5,8 @@ import importlib.util
 import itertools
 from pathlib import Path
 
+import pytest
+
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "speed" / "router_speed.py"
 _spec = importlib.util.spec_from_file_location("router_speed", _PATH)
 rs = importlib.util.module_from_spec(_spec)
@@ -65,20 +67,37 @@ def test_floors_time_the_compare_against_a_whole_shared_prefix():
     assert out["compare"] > 0 and out["pack"] > 0
 
 
-def test_a_requests_whole_cost_counts_its_progress_reports(monkeypatch):
+def test_progress_is_reported_after_each_decode_step_as_the_schedulers_do(monkeypatch):
     from sglang_fair.router.global_dlpm import GlobalDLPMRouter
 
-    reports = []
+    seen: dict[str, list[int]] = {}
     progress = GlobalDLPMRouter.on_progress
 
     def spy(self, rid, worker, out):
-        reports.append(out)
+        assert self.inflight[rid].worker == worker  # its own running request
+        seen.setdefault(rid, []).append(out)
         return progress(self, rid, worker, out)
 
     monkeypatch.setattr(GlobalDLPMRouter, "on_progress", spy)
-    out = rs.measure_backlog("d2lpm_global", _args(progress_every=64))
-    assert out["progress_reports"] == 3 and reports[:3] == [64, 128, 192]  # MAX_NEW 256, every 64 tokens
-    assert 0 < out["request_p50_us"] <= out["request_p99_us"]
+    out = rs.measure_backlog("d2lpm_global", _args(progress_every=8))
+    # router_reports.py's rule: the first token at once, then every 8 tokens.
+    assert seen and all(reports == list(range(1, reports[-1] + 1, 8)) for reports in seen.values())
+    assert out["progress_reports"] > 1 and 0 < out["request_p50_us"] <= out["request_p99_us"]
+
+
+def test_a_requests_whole_cost_counts_each_router_call_once():
+    """The router's time per arrival is every timed call's; the requests' whole costs add up to it
+    (an admission a completion causes is its own request's, not the completion's again)."""
+    load = rs.Backlog("d2lpm_global", _args())
+    before = sum(load.cost.values())  # what the requests in flight cost during the warm-up
+    for _ in range(120):
+        load.one()
+    total_ns = load.busy_ns
+    assert len(load.samples["whole"]) > 50
+    attributed = sum(load.samples["whole"]) + sum(load.cost.values()) - before  # finished + still in flight
+    assert attributed == total_ns
+    summary = load.summary()
+    assert summary["busy_per_request_us"] == pytest.approx(total_ns / 120 / 1000)
 
 
 def test_the_default_routers_targets_are_judged(capsys):
