@@ -51,7 +51,11 @@ ratios within the run. Each repetition on a cluster of ours (``--dp 2``) is
 written as a run directory under the log folder and held against its bound
 (``python -m sglang_fair.bench audit DIR`` repeats it); the audit column is the
 worst repetition's largest service gap over its bound (``!``: a reference
-bound with no theorem behind it, as for Preble).
+bound with no theorem behind it, as for Preble). The last columns say what
+work the makespan held: requests answered (the light tenants' closed loops
+send more the faster they are served), every answer's output tokens per
+second, and the flood requests SGLang retracted at least once.
+``--from-json F`` prints the tables of a saved run again, running nothing.
 Every request must get exactly one answer.
 
     PYTHONPATH=. python benchmarks/experiments/open_flood.py [--reps 3] [--connections 64 256] [--flood 400] \\
@@ -241,6 +245,11 @@ def summarize(results: dict[str, list[Rep]]) -> dict[str, dict]:
             "light_p99_slowdown": statistics.median(s[1] for s in slow),
             "flood_split": splits[0] if splits and splits[0] else None,
             "requests": sum(r.answered for r in reps),
+            # Work done within the makespan: the light tenants' closed loops send more requests the
+            # faster they are served, and each takes running slots from the flood.
+            "answered": statistics.median(r.answered for r in reps),
+            "all_tok_s": statistics.median(r.output_tokens / r.makespan_s for r in reps),
+            "retracted": statistics.median(r.retracted for r in reps),
             "client_lag_max_s": statistics.median(r.client_lag_max_s for r in reps),
             "audit": _audit_summary(reps),
         }
@@ -277,12 +286,15 @@ def format_table(connections: int, table: dict[str, dict], shape: Shape, reps: i
              f"{connections} connections; {shape.light_tenants} light tenants {shape.light_input} -> "
              f"{shape.light_output} x{shape.chain}, {shape.think_s:g} s apart; {' '.join(server)}; medians of {reps}",
              f"{'system':<{w}}{'makespan':>10}{'tok/s':>7}{'hit':>6}{'idle ms':>9}{'p50 ms':>9}{'p99 ms':>9}"
-             f"{'p50/idle':>10}{'p99/idle':>10}{'ttft p99':>10}{'lag ms':>8}{'audit':>7}  flood split"]
+             f"{'p50/idle':>10}{'p99/idle':>10}{'ttft p99':>10}{'lag ms':>8}{'audit':>7}{'answered':>9}"
+             f"{'all tok/s':>10}{'retracted':>10}  flood split"]
     for name, row in table.items():
         lines.append(f"{name:<{w}}{row['makespan_s']:>9.1f}s{row['output_tok_s']:>7.0f}{row['hit_rate']:>6.2f}"
                      f"{row['light_idle_s'] * 1e3:>9.0f}{row['light_p50_s'] * 1e3:>9.0f}{row['light_p99_s'] * 1e3:>9.0f}"
                      f"{row['light_p50_slowdown']:>9.1f}x{row['light_p99_slowdown']:>9.1f}x"
-                     f"{_ms(row['light_ttft_p99_s']):>10}{_ms(row['client_lag_max_s']):>8}{_audit_cell(row['audit']):>7}  "
+                     f"{_ms(row['light_ttft_p99_s']):>10}{_ms(row['client_lag_max_s']):>8}"
+                     f"{_audit_cell(row['audit']):>7}"
+                     f"{row['answered']:>9.0f}{row['all_tok_s']:>10.0f}{row['retracted']:>10.0f}  "
                      f"{'/'.join(map(str, row['flood_split'])) if row['flood_split'] else '-'}")
     lines += [check_line(*check) for check in checks(table, connections)]
     return "\n".join(lines)
@@ -320,6 +332,16 @@ def plot(tables: dict[int, dict[str, dict]], path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def tables_of_saved_run(path: Path) -> str:
+    """``format_table`` of every intensity of a run saved with ``--json``, summarized again from its repetitions."""
+    saved = json.loads(Path(path).read_text())
+    shape = Shape(**saved["shape"])
+    tables = {int(c): summarize({name: [Rep(**rep) for rep in reps] for name, reps in by_system.items()})
+              for c, by_system in saved["repetitions"].items()}
+    return "\n\n".join(format_table(c, table, shape, saved["reps"], saved["server_args"])
+                       for c, table in tables.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flood_options(parser, list(SYSTEMS), DEFAULT_SYSTEMS)
@@ -334,7 +356,12 @@ def main(argv: list[str] | None = None) -> int:
                              "lane's budget (default: the router's)")
     parser.add_argument("--server-args", default="",
                         help="more launcher arguments for every worker of every system, as one word: --server-args='--chunked-prefill-size 512'")
+    parser.add_argument("--from-json", type=Path, default=None, metavar="F",
+                        help="print the tables of a run saved with --json again, and run nothing")
     args = parser.parse_args(argv)
+    if args.from_json:
+        print(tables_of_saved_run(args.from_json))
+        return 0
     systems = list(args.systems)
     for kind in sorted({SYSTEMS[s].kind for s in systems} - {"dp"}):
         if missing := gateway_missing(kind):

@@ -1,7 +1,9 @@
 """benchmarks/experiments/dp_scaling.py and benchmarks/experiments/open_flood.py: tables and targets from given repetitions (no server)."""
 
 import importlib.util
+import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,24 @@ def test_open_flood_slowdowns_are_each_tenants_own_and_the_checks_fail_when_miss
     rep.audit = theorem | {"gap": 120.0, "within": False}
     violated = open_flood.checks(open_flood.summarize({"d2lpm": [rep]}))
     assert violated[0][1] > violated[0][2]
+
+
+def test_open_flood_says_what_work_the_makespan_held_and_reads_a_saved_run_again(tmp_path, capsys):
+    reps = {"d2lpm": [_rep(50, 0.1, [0.2]), _rep(52, 0.1, [0.2])], "smg": [_rep(48, 0.1, [9.0])] * 2}
+    for rep, (answered, tokens, retracted) in zip(reps["d2lpm"], [(480, 27000, 60), (490, 27200, 50)]):
+        rep.answered, rep.output_tokens, rep.retracted = answered, tokens, retracted
+    reps["smg"][0].answered, reps["smg"][0].output_tokens = 420, 26000
+    table = open_flood.summarize(reps)
+    assert table["d2lpm"]["answered"] == 485 and table["d2lpm"]["retracted"] == 55
+    assert table["d2lpm"]["all_tok_s"] == pytest.approx((27000 / 50 + 27200 / 52) / 2)  # the median of two
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps({"shape": asdict(Shape(text=True)), "server_args": open_flood.SERVER, "reps": 2,
+                                 "repetitions": {"64": {n: [asdict(r) for r in rs] for n, rs in reps.items()}}}))
+    assert open_flood.main(["--from-json", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert out == open_flood.format_table(64, table, Shape(text=True), 2, open_flood.SERVER) + "\n"
+    row = next(line.split() for line in out.splitlines() if line.startswith("smg "))
+    assert row[-4:] == ["420", f"{26000 / 48:.0f}", "0", "-"]  # answered, all tok/s, retracted, no split
 
 
 def test_a_gateway_not_installed_is_skipped_with_a_message(monkeypatch, capsys):
