@@ -23,7 +23,7 @@ Targets, cell by cell: ``d2lpm``'s throughput >= 1.0x ``gie``'s and ``dynamo``'s
 (``d2lpm`` >= 0.98x ``d2lpm-no-isolation``); ``d2lpm`` within Theorem G.
 
     PYTHONPATH=. python benchmarks/experiments/peers_sim.py [--workloads tot,qa,judge] [--workers 2,4,8]
-        [--systems d2lpm gie ...] [--duration 30] [--json F] [--markdown F]
+        [--systems d2lpm gie ...] [--duration 30] [--seed 0] [--json F] [--markdown F]
 """
 
 from __future__ import annotations
@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="2,4,8", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
     ap.add_argument("--duration", type=float, default=DURATION_S, help="seconds of arrivals per run")
+    ap.add_argument("--seed", type=int, default=0, help="the arrivals' seed (every system gets the same arrivals)")
     ap.add_argument("--runs-dir", type=Path, default=None, help="where the run directories go (default: temporary)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(d < 2 for d in args.workers):
         ap.error("--workers: every D must be at least 2 (the peers are routers)")
     runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="peers-sim-"))
-    print(f"H100 profile, KV pool {SIM['kv_pool_tokens']:,} tokens per worker, {args.duration:g} s of arrivals; "
+    print(f"H100 profile, KV pool {SIM['kv_pool_tokens']:,} tokens per worker, {args.duration:g} s of arrivals, "
+          f"seed {args.seed}; "
           f"runs under {runs_dir}", flush=True)
     table: dict[str, dict[str, dict]] = {}
     t0, failed = time.perf_counter(), 0
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         for sc in args.scenarios:
             for d in args.workers:
                 cell = f"{w} {sc} D={d}"
-                rows = run_cell(w, sc, d, args.systems, args.duration, runs_dir)
+                rows = run_cell(w, sc, d, args.systems, args.duration, runs_dir, args.seed)
                 table[cell] = rows
                 print(f"[{time.perf_counter() - t0:5.0f}s] {cell}: "
                       + ", ".join(f"{s} {r['throughput']:,.0f} (gap {_gap(r)})" for s, r in rows.items()), flush=True)

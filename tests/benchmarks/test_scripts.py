@@ -181,6 +181,14 @@ def test_peers_sim(tmp_path: Path) -> None:
     assert cell["d2lpm"]["theorem"]  # ours is audited against Theorem G, the peers against the reference
     assert not cell["gie"]["theorem"]
     assert len(list((tmp_path / "runs").iterdir())) == 5
+    # Another seed: other arrivals, every system on the same ones.
+    other = tmp_path / "seed1.json"
+    _run("peers_sim", "--workloads", "judge", "--scenarios", "s1", "--workers", "2", "--duration", "2",
+         "--systems", "d2lpm", "--seed", "1", "--runs-dir", str(tmp_path / "runs1"), "--json", str(other))
+    seeded = json.loads(other.read_text())["tables"]["judge s1 D=2"]["d2lpm"]
+    assert seeded["requests"] > 0 and seeded["throughput"] != cell["d2lpm"]["throughput"]
+    summary = json.loads(next((tmp_path / "runs1").iterdir()).joinpath("summary.json").read_text())
+    assert summary["run"]["seed"] == 1
 
 
 def test_open_flood_sim(tmp_path: Path) -> None:
