@@ -187,7 +187,26 @@ def run_system(name: str, wl: Workload, workers: int, seed: int, engine: dict | 
             "light_p50_slowdown": statistics.median(slowdowns), "light_p99_slowdown": p99(slowdowns),
             "light_p99_s": p99([beside[pid] for pid in light]), "light_idle_p50_s": statistics.median(idle.values()),
             "throughput": overall["throughput"]["service_per_s"], "hit_rate": overall["cache_hit_rate"],
-            "light_programs": len(light), "preemptions": sum(w["preemptions"] for w in full.meta["workers"])}
+            "light_programs": len(light), "preemptions": sum(w["preemptions"] for w in full.meta["workers"]),
+            "drain": drain(full)}
+
+
+def drain(result) -> dict[str, float]:
+    """How the run ended: its makespan (what service/s divides by) after the last admission, the
+    workers' last completions, the requests running at the last admission (all, and on the fullest
+    worker), and the tokens prefilled again after a retraction or preemption."""
+    done = [r for r in result.records if r.ok and r.t_admitted is not None]
+    last_admission = max(r.t_admitted for r in done)
+    last_done: dict[int, float] = {}
+    running: dict[int, int] = {}
+    for r in done:
+        last_done[r.worker] = max(last_done.get(r.worker, 0.0), r.t_done)
+        if r.t_admitted <= last_admission < r.t_done:
+            running[r.worker] = running.get(r.worker, 0) + 1
+    return {"end_s": max(last_done.values()), "last_admission_s": last_admission,
+            "first_worker_done_s": min(last_done.values()), "running": sum(running.values()),
+            "running_max": max(running.values(), default=0),
+            "recomputed_tokens": sum(w["recomputed_tokens"] for w in result.meta["workers"])}
 
 
 def p99_or_none(values: list[float]) -> float | None:
@@ -254,6 +273,13 @@ def format_table(title: str, table: dict[str, dict]) -> str:
                          + ("" if row["wronged_p99_after_fill_s"] is None else
                             f"; the P99 of its calls sent after the first {FILL_S:g} s: "
                             f"{row['wronged_p99_after_fill_s']:.2f} s"))
+    for name, row in table.items():
+        d = row.get("drain")
+        if d:
+            lines.append(f"{name}: ends at {d['end_s']:.1f} s, {d['end_s'] - d['last_admission_s']:.1f} s after its last "
+                         f"admission (the first worker done at {d['first_worker_done_s']:.1f} s); "
+                         f"{d['running']} running then, {d['running_max']} on the fullest worker; "
+                         f"{d['recomputed_tokens']:,} tokens prefilled again")
     lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
 

@@ -201,6 +201,12 @@ def test_open_flood_sim(tmp_path: Path) -> None:
     # a decoded token waits for a longer step in the flood's batches than in the light traffic's own
     assert all(row["decode_step_ms"] > row["decode_step_ms_alone"] > 0 for row in table.values())
     assert "d2lpm throughput / preble's" in out
+    # how each run ended: service/s divides by its end, after the last admission's requests drain
+    for name, row in table.items():
+        d = row["drain"]
+        assert d["last_admission_s"] < d["end_s"] and d["first_worker_done_s"] <= d["end_s"]
+        assert 1 <= d["running_max"] <= d["running"] and d["recomputed_tokens"] >= 0
+        assert f"{name}: ends at {d['end_s']:.1f} s" in out
 
 
 def test_open_flood_sim_says_where_the_wronged_tenants_slowest_calls_spent_their_time(tmp_path: Path) -> None:
