@@ -276,7 +276,8 @@ def format_table(title: str, table: dict[str, dict]) -> str:
     for name, row in table.items():
         d = row.get("drain")
         if d:
-            lines.append(f"{name}: ends at {d['end_s']:.1f} s, {d['end_s'] - d['last_admission_s']:.1f} s after its last "
+            after = d["end_s"] - d["last_admission_s"]
+            lines.append(f"{name}: ends at {d['end_s']:.1f} s, {after:.1f} s after its last "
                          f"admission (the first worker done at {d['first_worker_done_s']:.1f} s); "
                          f"{d['running']} running then, {d['running_max']} on the fullest worker; "
                          f"{d['recomputed_tokens']:,} tokens prefilled again")
