@@ -56,7 +56,7 @@ PROMPT_LEN = 4096
 MAX_NEW = 256  # output tokens per request
 # The schedulers report a running request's output every this many tokens to a router that holds
 # requests (binding/scheduler/router_reports.py: PROGRESS_EVERY_TOKENS).
-PROGRESS_EVERY = 4
+PROGRESS_EVERY = 8
 
 
 class PromptSource:

@@ -55,6 +55,35 @@ def test_a_full_local_queue_keeps_one_place_for_a_client_with_nothing_dispatched
     assert not r.queues.newcomer_room(worker) and r.queues.newcomer_room(1 - worker)  # one kept place per worker
 
 
+def test_the_placement_loops_room_lists_are_the_per_worker_checks() -> None:
+    # rooms() and newcomer_rooms() read every worker in one pass; they must say what has_room and
+    # newcomer_room say, worker by worker, whatever the queues hold, and never name a dead worker.
+    rng = random.Random(7)
+    r = _router(4, local_queue_requests=2, local_queue_tokens=10, worker_max_running=3, reserve_for_newcomers=True)
+    seen = {"room": 0, "none": 0, "full by count": 0, "full by tokens": 0}
+    for i in range(400):
+        action = rng.random()
+        if i == 150:
+            r.on_worker_down(3)
+        elif action < 0.4:
+            r.route(f"r{i}", f"c{rng.randrange(5)}", [rng.randrange(50) for _ in range(rng.choice((1, 2, 12)))], 8)
+        elif action < 0.75 and r.inflight:
+            rid = rng.choice(sorted(r.inflight))
+            r.on_admitted(rid, r.inflight[rid].worker, 0)
+        elif r.inflight:
+            rid = rng.choice(sorted(r.inflight))
+            r.on_finish(rid, r.inflight[rid].worker, 8)
+        r.take_released()
+        q = r.queues
+        assert q.rooms() == [w for w in range(4) if q.has_room(w)]
+        assert q.newcomer_rooms() == [w for w in range(4) if q.newcomer_room(w)]
+        assert i < 150 or all(d.worker != 3 for d in r.inflight.values())
+        seen["room" if q.rooms() else "none"] += 1
+        seen["full by count"] += any(len(q.local[w]) == q.limit(w) for w in range(3))
+        seen["full by tokens"] += any(len(q.local[w]) < q.limit(w) and q.tokens[w] >= 10 for w in range(3))
+    assert all(seen.values()), seen  # each case was checked
+
+
 def test_a_newcomer_beside_a_flood_with_credit_takes_the_kept_place_at_once() -> None:
     # x keeps a positive deficit (Q = 10,000), so no refill can come: at 0, y would wait for x
     # to spend it; starting with one quantum, as under --fair-isolation, it goes at once.

@@ -49,9 +49,11 @@ from sglang_fair.binding.common.sglang_fields import cached_prefix_len
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_S = 5.0  # a worker running batches reports at least this often
-# The router charges a request's output at most this many tokens late;
-# reporting every token would cost one message per decode step.
-PROGRESS_EVERY_TOKENS = 4
+# The router charges a request's output at most this many tokens late; reporting every token
+# would cost one message per decode step, and each report costs the router about a microsecond.
+# At most the router's default finishing window (``finishing_tokens``, 8), so that a request
+# running to its max_new is reported once inside it.
+PROGRESS_EVERY_TOKENS = 8
 
 
 class RouterReporter:

@@ -26,7 +26,8 @@ DEFAULT_QUEUE_BEYOND_FREE_SLOTS = 4
 # Running requests this close to their last token (max_new less the output reported) count as
 # slots about to free: a batch admitted together ends together, and with room in the local queue
 # for only four more, the worker refilled it in two or three admission passes (prefills) while the
-# router's next dispatches were on their way. Two of the schedulers' progress reports (every 4 tokens).
+# router's next dispatches were on their way. One of the schedulers' progress reports (every 8 tokens):
+# a request running to its max_new is reported once inside the window.
 DEFAULT_FINISHING_TOKENS = 8
 DEFAULT_CANDIDATES_PER_CLIENT = 16  # a client's oldest waiting requests considered per dispatch
 DEFAULT_AFFINITY_RATIO = 1.5  # Preble's rebalance ratio

@@ -176,13 +176,13 @@ class GlobalDLPMRouter(IndexedRouter):
 
     def _pump(self) -> None:
         """Place held requests while some worker has room (each placement may fill one)."""
-        queues, workers = self.queues, range(self.num_workers)
+        queues = self.queues
         while self.held:
-            rooms = [w for w in workers if queues.has_room(w)]
+            rooms = queues.rooms()
             newcomers = None
             if not rooms and self.options.reserve_for_newcomers:
                 newcomers = {c for c in self.held.by_client if self.fair.activity[c].running == 0}
-                rooms = [w for w in workers if queues.newcomer_room(w)] if newcomers else []
+                rooms = queues.newcomer_rooms() if newcomers else []
             picked = self._pick(rooms, newcomers) if rooms else None
             if picked is None:
                 break
@@ -208,7 +208,7 @@ class GlobalDLPMRouter(IndexedRouter):
         return placement.first(self.fair.walk(placement.order(clients)))
 
     def _positive_clients(self, only: set[str] | None) -> list[tuple[str, dict[str, HeldRequest]]]:
-        counter = self.fair.counter
+        counter = self.fair.policy.counter  # FairScheduler.counter's, one call less per held client
         return [(client, reqs) for client, reqs in self.held.by_client.items()
                 if (counter(client) or 0.0) > 0 and (only is None or client in only)]
 
