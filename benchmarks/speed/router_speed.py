@@ -55,7 +55,7 @@ from sglang_fair.router.radix_index import PACKED_TOKEN_BYTES, RadixIndex
 PROMPT_LEN = 4096
 MAX_NEW = 256  # output tokens per request
 # The schedulers report a running request's output every this many tokens to a router that holds
-# requests (binding/scheduler/router_reports.py: PROGRESS_EVERY_TOKENS).
+# requests (binding/scheduler/router_reports.py: PROGRESS_EVERY_TOKENS; a test keeps the two equal).
 PROGRESS_EVERY = 8
 
 

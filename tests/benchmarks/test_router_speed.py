@@ -68,6 +68,7 @@ def test_floors_time_the_compare_against_a_whole_shared_prefix():
 
 
 def test_progress_is_reported_after_each_decode_step_as_the_schedulers_do(monkeypatch):
+    from sglang_fair.binding.scheduler.router_reports import PROGRESS_EVERY_TOKENS
     from sglang_fair.router.global_dlpm import GlobalDLPMRouter
 
     seen: dict[str, list[int]] = {}
@@ -79,9 +80,10 @@ def test_progress_is_reported_after_each_decode_step_as_the_schedulers_do(monkey
         return progress(self, rid, worker, out)
 
     monkeypatch.setattr(GlobalDLPMRouter, "on_progress", spy)
-    out = rs.measure_backlog("d2lpm_global", _args(progress_every=8))
-    # router_reports.py's rule: the first token at once, then every 8 tokens.
-    assert seen and all(reports == list(range(1, reports[-1] + 1, 8)) for reports in seen.values())
+    out = rs.measure_backlog("d2lpm_global", _args())  # the script's default interval: the schedulers'
+    # router_reports.py's rule: the first token at once, then every PROGRESS_EVERY_TOKENS tokens.
+    every = PROGRESS_EVERY_TOKENS
+    assert seen and all(reports == list(range(1, reports[-1] + 1, every)) for reports in seen.values())
     assert out["progress_reports"] > 1 and 0 < out["request_p50_us"] <= out["request_p99_us"]
 
 

@@ -52,21 +52,23 @@ def test_a_full_local_queue_keeps_one_place_for_a_client_with_nothing_dispatched
     assert worker in (0, 1)  # y had nothing dispatched: it takes the kept place at once
     assert r.route("e", "y", [11, 12], 4) is None  # now it has
     assert len(r.queues.local[worker]) == r.options.local_queue_requests + 1
-    assert not r.queues.newcomer_room(worker) and r.queues.newcomer_room(1 - worker)  # one kept place per worker
+    assert r.queues.newcomer_rooms() == [1 - worker]  # one kept place per worker
 
 
-def test_the_placement_loops_room_lists_are_the_per_worker_checks() -> None:
-    # rooms() and newcomer_rooms() read every worker in one pass; they must say what has_room and
-    # newcomer_room say, worker by worker, whatever the queues hold, and never name a dead worker.
+def test_the_placement_loops_room_lists_follow_each_workers_queue() -> None:
+    # rooms() and newcomer_rooms() read every worker in one pass; worker by worker, whatever the queues
+    # hold, they must name those under the request limit and the token cap (the kept place: at the
+    # limit, whatever the tokens), and never a dead worker.
     rng = random.Random(7)
     r = _router(4, local_queue_requests=2, local_queue_tokens=10, worker_max_running=3, reserve_for_newcomers=True)
-    seen = {"room": 0, "none": 0, "full by count": 0, "full by tokens": 0}
+    seen = {"room": 0, "none": 0, "full by count": 0, "full by tokens": 0, "at the token cap": 0}
     for i in range(400):
         action = rng.random()
         if i == 150:
             r.on_worker_down(3)
         elif action < 0.4:
-            r.route(f"r{i}", f"c{rng.randrange(5)}", [rng.randrange(50) for _ in range(rng.choice((1, 2, 12)))], 8)
+            client = f"c{rng.randrange(5)}"
+            r.route(f"r{i}", client, [rng.randrange(50) for _ in range(rng.choice((1, 2, 8, 9, 12)))], 8)
         elif action < 0.75 and r.inflight:
             rid = rng.choice(sorted(r.inflight))
             r.on_admitted(rid, r.inflight[rid].worker, 0)
@@ -75,12 +77,14 @@ def test_the_placement_loops_room_lists_are_the_per_worker_checks() -> None:
             r.on_finish(rid, r.inflight[rid].worker, 8)
         r.take_released()
         q = r.queues
-        assert q.rooms() == [w for w in range(4) if q.has_room(w)]
-        assert q.newcomer_rooms() == [w for w in range(4) if q.newcomer_room(w)]
+        live = [w for w in range(4) if q.alive[w]]
+        assert q.rooms() == [w for w in live if len(q.local[w]) < q.limit(w) and q.tokens[w] < 10]
+        assert q.newcomer_rooms() == [w for w in live if len(q.local[w]) <= q.limit(w)]
         assert i < 150 or all(d.worker != 3 for d in r.inflight.values())
         seen["room" if q.rooms() else "none"] += 1
         seen["full by count"] += any(len(q.local[w]) == q.limit(w) for w in range(3))
         seen["full by tokens"] += any(len(q.local[w]) < q.limit(w) and q.tokens[w] >= 10 for w in range(3))
+        seen["at the token cap"] += any(len(q.local[w]) < q.limit(w) and q.tokens[w] == 10 for w in range(3))
     assert all(seen.values()), seen  # each case was checked
 
 
@@ -494,7 +498,7 @@ def test_a_worker_idles_only_while_refill_waits_for_a_client_in_a_local_queue() 
     def checked_pump() -> None:
         nonlocal idle_checks
         original()
-        if router.held and any(router.queues.has_room(w) for w in range(router.num_workers)):
+        if router.held and router.queues.rooms():
             idle_checks += 1
             held_clients = router.held.by_client
             assert all((router.fair.counter(c) or 0.0) <= 0 for c in held_clients)

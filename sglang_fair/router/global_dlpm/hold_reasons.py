@@ -17,9 +17,8 @@ def hold_reasons(held: HeldRequests, queues: LocalQueues, fair: FairScheduler,
     """Each held request and why it waits: ``no room`` (every local queue is full, the place kept
     for newcomers too when its client is one), ``deficit`` (its client's counter is spent) or
     ``passed over`` (others went first)."""
-    workers = range(len(queues.local))
-    rooms = any(queues.has_room(w) for w in workers)
-    newcomer_rooms = reserve_for_newcomers and any(queues.newcomer_room(w) for w in workers)
+    rooms = bool(queues.rooms())
+    newcomer_rooms = reserve_for_newcomers and bool(queues.newcomer_rooms())
     for client, reqs in held.by_client.items():
         room = rooms or (newcomer_rooms and fair.activity[client].running == 0)
         why = NO_ROOM if not room else DEFICIT if (fair.counter(client) or 0.0) <= 0 else PASSED_OVER

@@ -25,22 +25,16 @@ class LocalQueues:
     # ---- room -----------------------------------------------------------------------
 
     def rooms(self) -> list[int]:
-        """The workers with room (``has_room``), ascending: the placement loop asks after each placement."""
+        """The live workers whose local queue holds fewer than ``limit`` requests and
+        ``local_queue_tokens`` uncached tokens, ascending: the placement loop asks after each placement."""
         alive, tokens, cap, limit = self.alive, self.tokens, self.options.local_queue_tokens, self.limit
         return [w for w, local in enumerate(self.local) if alive[w] and tokens[w] < cap and len(local) < limit(w)]
 
     def newcomer_rooms(self) -> list[int]:
-        """The workers keeping a place for a client with nothing dispatched (``newcomer_room``), ascending."""
+        """The live workers keeping the one place a full local queue keeps for a client with nothing
+        dispatched (at most ``limit`` requests, whatever their tokens), ascending."""
         alive, limit = self.alive, self.limit
         return [w for w, local in enumerate(self.local) if alive[w] and len(local) <= limit(w)]
-
-    def has_room(self, worker: int) -> bool:
-        return (self.alive[worker] and len(self.local[worker]) < self.limit(worker)
-                and self.tokens[worker] < self.options.local_queue_tokens)
-
-    def newcomer_room(self, worker: int) -> bool:
-        """The one place a full local queue keeps for a client with nothing dispatched."""
-        return self.alive[worker] and len(self.local[worker]) <= self.limit(worker)
 
     def limit(self, worker: int) -> int:
         """R, or the worker's free running slots, those about to free (``finishing``) and
