@@ -17,7 +17,9 @@ workload and system: the light programs' P50 / P99 slowdown, their P99
 latency, throughput (service per second, the whole run) and the cache hit
 rate, and the decode step a decoded token waited for on average (``step ms``:
 beside the flood, and with the light traffic alone), which no admission
-order shortens for a request already running; then the targets, ratios
+order shortens for a request already running; how each run ended; what the
+placement cost (prompt tokens computed, programs whose calls ran on more
+than one worker, the workers' mean idle time); then the targets, ratios
 within the run.
 
 Two more workloads are where the peers' cost models part from ours (configs/peers_*.yaml):
@@ -188,7 +190,7 @@ def run_system(name: str, wl: Workload, workers: int, seed: int, engine: dict | 
             "light_p99_s": p99([beside[pid] for pid in light]), "light_idle_p50_s": statistics.median(idle.values()),
             "throughput": overall["throughput"]["service_per_s"], "hit_rate": overall["cache_hit_rate"],
             "light_programs": len(light), "preemptions": sum(w["preemptions"] for w in full.meta["workers"]),
-            "drain": drain(full)}
+            "drain": drain(full), "placement": placement(full)}
 
 
 def drain(result) -> dict[str, float]:
@@ -207,6 +209,34 @@ def drain(result) -> dict[str, float]:
             "first_worker_done_s": min(last_done.values()), "running": sum(running.values()),
             "running_max": max(running.values(), default=0),
             "recomputed_tokens": sum(w["recomputed_tokens"] for w in result.meta["workers"])}
+
+
+def placement(result) -> dict[str, float]:
+    """What the placement cost: the prompt tokens the workers computed (prompt less cached), the
+    programs of several calls whose calls ran on more than one worker (each such worker computes
+    their shared prefix), and the workers' mean idle time from the run's start to its end (no request
+    admitted and unfinished there): a router that holds requests can leave a worker idle."""
+    done = [r for r in result.records if r.ok and r.t_admitted is not None]
+    end = max(r.t_done for r in done)
+    workers_of: dict[str, set[int]] = {}
+    busy: dict[int, list[tuple[float, float]]] = {}
+    for r in done:
+        workers_of.setdefault(r.program_id, set()).add(r.worker)
+        busy.setdefault(r.worker, []).append((r.t_admitted, r.t_done))
+    calls = {}
+    for r in result.records:
+        calls[r.program_id] = calls.get(r.program_id, 0) + 1
+    idle = []
+    for w in range(len(result.meta["workers"])):
+        covered, reach = 0.0, 0.0
+        for start, stop in sorted(busy.get(w, [])):
+            covered += max(0.0, stop - max(start, reach))
+            reach = max(reach, stop)
+        idle.append(end - covered)
+    return {"computed_prompt_tokens": sum(r.prompt_tokens - (r.cached_tokens or 0) for r in done),
+            "programs_on_several_workers": sum(1 for ws in workers_of.values() if len(ws) > 1),
+            "multi_call_programs": sum(1 for n in calls.values() if n > 1),
+            "worker_idle_s": statistics.mean(idle)}
 
 
 def p99_or_none(values: list[float]) -> float | None:
@@ -281,6 +311,12 @@ def format_table(title: str, table: dict[str, dict]) -> str:
                          f"admission (the first worker done at {d['first_worker_done_s']:.1f} s); "
                          f"{d['running']} running then, {d['running_max']} on the fullest worker; "
                          f"{d['recomputed_tokens']:,} tokens prefilled again")
+    for name, row in table.items():
+        pl = row.get("placement")
+        if pl:
+            lines.append(f"{name}: computed {pl['computed_prompt_tokens']:,} prompt tokens; "
+                         f"{pl['programs_on_several_workers']} of {pl['multi_call_programs']} programs of several "
+                         f"calls ran on more than one worker; workers idle {pl['worker_idle_s']:.2f} s on average")
     lines += [check_line(*check) for check in checks(table)]
     return "\n".join(lines)
 

@@ -207,6 +207,11 @@ def test_open_flood_sim(tmp_path: Path) -> None:
         assert d["last_admission_s"] < d["end_s"] and d["first_worker_done_s"] <= d["end_s"]
         assert 1 <= d["running_max"] <= d["running"] and d["recomputed_tokens"] >= 0
         assert f"{name}: ends at {d['end_s']:.1f} s" in out
+        # what the placement cost: prompt tokens computed, programs split over workers, idle workers
+        pl = row["placement"]
+        assert 0 < pl["computed_prompt_tokens"] and 0 <= pl["programs_on_several_workers"] <= pl["multi_call_programs"]
+        assert 0 <= pl["worker_idle_s"] < d["end_s"]
+        assert f"{name}: computed {pl['computed_prompt_tokens']:,} prompt tokens" in out
 
 
 def test_open_flood_sim_says_where_the_wronged_tenants_slowest_calls_spent_their_time(tmp_path: Path) -> None:
