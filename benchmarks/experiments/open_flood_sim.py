@@ -73,10 +73,12 @@ import argparse
 import json
 import statistics
 import sys
+from collections import Counter
 from dataclasses import replace
 
 from sglang_fair.bench.flood import check_line, p99
 from sglang_fair.bench.paper_grid import PAPER_SCALE, SIM, offered_service, paper_workload
+from sglang_fair.metrics.backlog import merge_spans
 from sglang_fair.metrics.latency import program_latencies
 from sglang_fair.metrics.summary import summarize
 from sglang_fair.router import make_router
@@ -223,16 +225,9 @@ def placement(result) -> dict[str, float]:
     for r in done:
         workers_of.setdefault(r.program_id, set()).add(r.worker)
         busy.setdefault(r.worker, []).append((r.t_admitted, r.t_done))
-    calls = {}
-    for r in result.records:
-        calls[r.program_id] = calls.get(r.program_id, 0) + 1
-    idle = []
-    for w in range(len(result.meta["workers"])):
-        covered, reach = 0.0, 0.0
-        for start, stop in sorted(busy.get(w, [])):
-            covered += max(0.0, stop - max(start, reach))
-            reach = max(reach, stop)
-        idle.append(end - covered)
+    calls = Counter(r.program_id for r in result.records)
+    idle = [end - sum(stop - start for start, stop in merge_spans(busy.get(w, [])))
+            for w in range(len(result.meta["workers"]))]
     return {"computed_prompt_tokens": sum(r.prompt_tokens - (r.cached_tokens or 0) for r in done),
             "programs_on_several_workers": sum(1 for ws in workers_of.values() if len(ws) > 1),
             "multi_call_programs": sum(1 for n in calls.values() if n > 1),

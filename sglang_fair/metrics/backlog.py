@@ -16,6 +16,7 @@ very instant a both-backlogged span starts or ends are not counted in it
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,8 +62,13 @@ def backlog_spans(records: list[RequestRecord]) -> list[tuple[float, float]]:
             end = readmitted if readmitted is not None else r.t_done
             if end is not None:
                 spans.append((retracted, end))
+    return merge_spans(s for s in spans if s[1] > s[0])  # a request admitted on arrival never waited
+
+
+def merge_spans(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``spans`` as maximal disjoint intervals, in time order (touching ones merge)."""
     merged: list[tuple[float, float]] = []
-    for start, end in sorted(s for s in spans if s[1] > s[0]):  # a request admitted on arrival never waited
+    for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:
